@@ -1,0 +1,1 @@
+"""The ``horizonbench`` command."""

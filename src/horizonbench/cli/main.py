@@ -1,0 +1,173 @@
+"""``horizonbench``: generate, run and demo from the command line.
+
+Exit codes: 0 done; 1 the run failed (a table broke its suite, a stage crashed);
+2 bad command line or bad config, in which case nothing was written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from horizonbench import __version__
+
+DEMO_OUT = "runs/demo"
+
+
+def _prefect_defaults() -> None:
+    """Offline-friendly Prefect settings, unless the user set their own.
+
+    Without PREFECT_API_URL Prefect starts a temporary local server; on a fresh
+    PREFECT_HOME that can take longer than its default 20 s start-up timeout.
+    """
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+    # Great Expectations draws a tqdm bar per validation; ours already say what runs
+    os.environ.setdefault("TQDM_DISABLE", "1")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="horizonbench",
+        description="Tunable, verifiable sequential-reasoning benchmarks: generate problems, "
+        "validate them, evaluate models, fit how success decays with depth, and report.",
+    )
+    p.add_argument("--version", action="version", version=f"horizonbench {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sp: argparse.ArgumentParser, need_config: bool = True) -> None:
+        if need_config:
+            sp.add_argument("--config", required=True, metavar="FILE", help="YAML or JSON run config")
+            sp.add_argument("--out", required=True, metavar="DIR", help="run folder to write")
+        sp.add_argument(
+            "--workers", type=int, metavar="N", help="LocalCluster workers (overrides dask.n_workers)"
+        )
+        sp.add_argument(
+            "--dask-address", metavar="ADDR", help="use an existing Dask scheduler, e.g. tcp://host:8786"
+        )
+        sp.add_argument(
+            "--overwrite", action="store_true", help="reuse DIR even if it holds a run of another config"
+        )
+        sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    g = sub.add_parser(
+        "generate",
+        help="generate and validate instances only",
+        description="Generate certified instances on Dask and validate them.",
+    )
+    common(g)
+    r = sub.add_parser(
+        "run",
+        help="the whole pipeline: generate, validate, evaluate, analyse, report",
+        description="Run the whole pipeline. Rerunning into the same DIR resumes: "
+        "answers already in the attempt store are not paid for again.",
+    )
+    common(r)
+    d = sub.add_parser(
+        "demo",
+        help="the offline demo pipeline (no API keys needed)",
+        description="Run the built-in offline demo config end to end.",
+    )
+    d.add_argument("--out", default=DEMO_OUT, metavar="DIR", help=f"run folder (default {DEMO_OUT})")
+    d.add_argument("--print-config", action="store_true", help="print the demo config and exit")
+    common(d, need_config=False)
+    sub.add_parser("families", help="list the problem families", description="List the problem families.")
+    return p
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"horizonbench: error: {message}", file=sys.stderr)
+    return code
+
+
+def _demo_text() -> str:
+    return resources.files("horizonbench.configs").joinpath("demo.yaml").read_text(encoding="utf-8")
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from horizonbench.schemas.config import load_config, parse_config
+
+    if args.command == "demo":
+        cfg = parse_config(yaml.safe_load(_demo_text()), source="demo config")
+    else:
+        cfg = load_config(args.config)
+    if args.workers is not None or args.dask_address:
+        raw = cfg.model_dump(mode="json")
+        if args.workers is not None:
+            raw["dask"]["n_workers"] = args.workers
+        if args.dask_address:
+            raw["dask"]["address"] = args.dask_address
+        cfg = parse_config(raw, source="command line")
+    return cfg
+
+
+def _check_out(out: Path, cfg: Any, overwrite: bool) -> str | None:
+    """Refuse to mix two different configs in one run folder (it would mix attempts)."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} exists and is not a folder"
+    manifest = out / "manifest.json"
+    if manifest.exists() and not overwrite:
+        try:
+            old = json.loads(manifest.read_text(encoding="utf-8")).get("config")
+        except (OSError, ValueError):
+            old = None
+        if old is not None and old != cfg.model_dump(mode="json"):
+            return f"--out {out} holds a run of a different config; choose another folder or pass --overwrite"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "families":
+        from horizonbench.core.registry import family_names
+
+        print("\n".join(family_names()))
+        return 0
+    if args.command == "demo" and args.print_config:
+        print(_demo_text(), end="")
+        return 0
+    if args.workers is not None and args.workers < 1:
+        return _fail("--workers must be at least 1", 2)
+
+    from horizonbench.core.errors import ConfigError, HorizonbenchError
+
+    try:
+        cfg = _load(args)
+    except ConfigError as err:
+        return _fail(str(err), 2)
+    out = Path(args.out)
+    problem = _check_out(out, cfg, args.overwrite)
+    if problem:
+        return _fail(problem, 2)
+
+    from horizonbench.tasks import progress
+
+    if args.no_progress:
+        progress.ENABLED["value"] = False
+    _prefect_defaults()
+    from horizonbench.flows.pipeline import generate_flow, pipeline
+
+    try:
+        if args.command == "generate":
+            result = generate_flow(cfg, str(out))
+            print(f"instances: {Path(result) / 'instances'}")
+        else:
+            result = pipeline(cfg, str(out))
+            print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
+    except ConfigError as err:  # e.g. an API key missing from the environment
+        return _fail(str(err), 2)
+    except HorizonbenchError as err:
+        return _fail(str(err), 1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

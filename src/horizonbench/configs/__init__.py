@@ -1,0 +1,1 @@
+"""Configs shipped with the package (the demo), readable from any install."""

@@ -1,0 +1,78 @@
+"""The family protocol and the registry that maps family names to implementations.
+
+A family is everything horizonbench knows about one kind of problem. The pipeline
+only ever talks to this protocol, so adding a family touches nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel
+
+from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score
+
+
+@runtime_checkable
+class Family(Protocol):
+    """What every problem family provides. Implementations are pure: no I/O."""
+
+    name: ClassVar[str]
+    #: pydantic model of the family's generation parameters (validated config section)
+    params_model: ClassVar[type[BaseModel]]
+    #: pydantic model of the family's prompt settings
+    prompt_model: ClassVar[type[BaseModel]]
+    #: Arrow schema of the family's instance table (common columns plus its own)
+    instance_schema: ClassVar[pa.Schema]
+    #: violation categories the family's scorer can report
+    violations: ClassVar[tuple[str, ...]]
+
+    def generate_candidate(self, params: BaseModel, seed: int, index: int) -> Candidate:
+        """Instance number ``index`` drawn with ``seed``: certified row or rejection."""
+        ...
+
+    def difficulty(self, row: Mapping[str, Any]) -> int:
+        """The depth coordinate used for binning (the solution length L)."""
+        ...
+
+    def render_prompt(self, row: Mapping[str, Any], prompt: BaseModel) -> list[Message]: ...
+
+    def parse_answer(self, text: str) -> ParsedAnswer: ...
+
+    def score(self, row: Mapping[str, Any], parsed: ParsedAnswer) -> Score: ...
+
+    def offline_answer(self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float) -> str:
+        """Text an offline baseline (``oracle``, ``noisy``, ``random``) answers with."""
+        ...
+
+
+_FAMILIES: dict[str, Callable[[], Family]] = {}
+
+
+def register_family(name: str, factory: Callable[[], Family]) -> None:
+    _FAMILIES[name] = factory
+
+
+def _load_builtin() -> None:
+    # Importing the datasets package registers the built-in families. Done lazily so
+    # that core never imports another horizonbench package at import time.
+    import importlib
+
+    importlib.import_module("horizonbench.datasets")
+
+
+def family_names() -> list[str]:
+    _load_builtin()
+    return sorted(_FAMILIES)
+
+
+def get_family(name: str) -> Family:
+    _load_builtin()
+    try:
+        return _FAMILIES[name]()
+    except KeyError:
+        known = ", ".join(sorted(_FAMILIES)) or "none"
+        raise KeyError(f"unknown family {name!r} (known: {known})") from None

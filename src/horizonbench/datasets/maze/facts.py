@@ -1,0 +1,105 @@
+"""The maze's natural-language facts: rendering them, and reading them back as a world.
+
+The certificate and the simulator both read the world from the very fact strings the
+model is shown, so a plan is judged against exactly what the model could know.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+OPEN = "Room {a} and {b} are connected by an open door."
+LOCKED = "Room {a} and {b} are connected by a closed and locked door."
+REQUIRES = "The locked door between {a} and {b} requires key {k}."
+KEY_AT = "Key {k} is in room {r}."
+BOB_AT = "Bob is in room {r}."
+ALICE_AT = "Alice is in room {r}."
+
+_ROOM = r"([A-Z]+[0-9]+)"
+_PATTERNS = [
+    ("open", re.compile(rf"^Room {_ROOM} and {_ROOM} are connected by an open door\.$")),
+    ("locked", re.compile(rf"^Room {_ROOM} and {_ROOM} are connected by a closed and locked door\.$")),
+    ("requires", re.compile(rf"^The locked door between {_ROOM} and {_ROOM} requires key ([0-9]+)\.$")),
+    ("key", re.compile(rf"^Key ([0-9]+) is in room {_ROOM}\.$")),
+    ("bob", re.compile(rf"^Bob is in room {_ROOM}\.$")),
+    ("alice", re.compile(rf"^Alice is in room {_ROOM}\.$")),
+]
+
+
+@dataclass
+class World:
+    """The maze as the facts describe it, with rooms numbered locally for fast search.
+
+    ``locks`` maps a door (pair of room indices, low first) to the key that opens it,
+    or ``None`` when the door is known to be locked but its key is not stated.
+    """
+
+    rooms: list[str] = field(default_factory=list)
+    index: dict[str, int] = field(default_factory=dict)
+    adj: list[list[int]] = field(default_factory=list)
+    locks: dict[tuple[int, int], int | None] = field(default_factory=dict)
+    keys_in_room: dict[int, list[int]] = field(default_factory=dict)
+    start: int | None = None
+    goal: int | None = None
+
+    def room(self, name: str) -> int:
+        i = self.index.get(name)
+        if i is None:
+            i = len(self.rooms)
+            self.index[name] = i
+            self.rooms.append(name)
+            self.adj.append([])
+        return i
+
+    def connect(self, a: str, b: str) -> tuple[int, int]:
+        ia, ib = self.room(a), self.room(b)
+        if ib not in self.adj[ia]:
+            self.adj[ia].append(ib)
+            self.adj[ib].append(ia)
+        return (ia, ib) if ia < ib else (ib, ia)
+
+
+def door_key(ia: int, ib: int) -> tuple[int, int]:
+    return (ia, ib) if ia < ib else (ib, ia)
+
+
+def _classify(fact: str) -> tuple[str, tuple[str, ...]]:
+    for kind, pattern in _PATTERNS:
+        m = pattern.match(fact)
+        if m:
+            return kind, m.groups()
+    raise ValueError(f"not a maze fact: {fact!r}")
+
+
+def world_from_facts(facts: list[str]) -> World:
+    """Read a world from fact strings written by this module; other text is an error.
+
+    A "requires key" fact without its "locked door" fact says nothing about passability
+    and is ignored; a locked door without a "requires" fact cannot be opened.
+    """
+    world = World()
+    requires: dict[tuple[str, str], int] = {}
+    for fact in facts:
+        kind, g = _classify(fact)
+        if kind == "open":
+            world.connect(g[0], g[1])
+        elif kind == "locked":
+            ia, ib = world.connect(g[0], g[1])
+            world.locks.setdefault((ia, ib), None)
+        elif kind == "requires":
+            requires[(g[0], g[1])] = int(g[2])
+        elif kind == "key":
+            world.keys_in_room.setdefault(world.room(g[1]), []).append(int(g[0]))
+        elif kind == "bob":
+            world.start = world.room(g[0])
+        else:
+            world.goal = world.room(g[0])
+    for (a, b), key in requires.items():
+        ia, ib = world.index.get(a), world.index.get(b)
+        if ia is None or ib is None:
+            continue
+        door = door_key(ia, ib)
+        if door in world.locks:
+            world.locks[door] = key
+    return world

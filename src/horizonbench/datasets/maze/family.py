@@ -1,0 +1,145 @@
+"""The maze family: seqBench-style pathfinding with keys and locked doors."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score, Step
+from horizonbench.datasets.maze import baselines, prompt
+from horizonbench.datasets.maze.certificate import solve
+from horizonbench.datasets.maze.facts import world_from_facts
+from horizonbench.datasets.maze.generator import generate_maze
+from horizonbench.datasets.maze.rules import ACTIONS, VIOLATIONS
+from horizonbench.datasets.maze.simulator import replay, score_plan
+from horizonbench.datasets.plan_parser import parse_plan
+from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
+
+
+class MazeParams(BaseModel):
+    """Generation parameters. Targets; the effective values are recorded per instance."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    grid_rows: int = Field(ge=2, le=500)
+    grid_cols: int = Field(ge=2, le=500)
+    #: target number of locked doors on the optimal path (B)
+    num_keys: int = Field(default=2, ge=0, le=50)
+    #: distracting facts / supporting facts
+    noise_ratio: float = Field(default=0.0, ge=0.0, le=20.0)
+    #: share of the fact listing moved away from its path-ordered position
+    shuffle_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
+    #: extra locked doors (with keys) off the path, visible only as distractors;
+    #: default: as many as num_keys
+    decoy_doors: int | None = Field(default=None, ge=0, le=200)
+
+    @model_validator(mode="after")
+    def _big_enough(self) -> MazeParams:
+        if self.grid_rows * self.grid_cols < 2 * (self.num_keys + 1):
+            raise ValueError("grid too small for that many keys")
+        return self
+
+
+class MazePrompt(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: worked examples in the prompt (0 to 3), easy to hard
+    shots: int = Field(default=3, ge=0, le=3)
+    #: include the reasoning guidance paragraph
+    guidance: bool = True
+
+
+STEP = pa.struct([("action", pa.string()), ("arg", pa.string())])
+
+MAZE_SCHEMA = pa.schema(
+    COMMON_INSTANCE_FIELDS
+    + [
+        pa.field("grid_rows", pa.int32(), nullable=False),
+        pa.field("grid_cols", pa.int32(), nullable=False),
+        pa.field("num_keys", pa.int32(), nullable=False),
+        pa.field("target_num_keys", pa.int32(), nullable=False),
+        pa.field("noise_ratio", pa.float64(), nullable=False),
+        pa.field("target_noise_ratio", pa.float64(), nullable=False),
+        pa.field("shuffle_ratio", pa.float64(), nullable=False),
+        pa.field("target_shuffle_ratio", pa.float64(), nullable=False),
+        pa.field("supporting_facts", pa.int32(), nullable=False),
+        pa.field("distracting_facts", pa.int32(), nullable=False),
+        pa.field("start_room", pa.string(), nullable=False),
+        pa.field("goal_room", pa.string(), nullable=False),
+        pa.field("facts", pa.list_(pa.string()), nullable=False),
+    ]
+)
+
+
+def gold_plan(row: Mapping[str, Any]) -> tuple[Step, ...]:
+    return tuple(Step(str(s["action"]), str(s["arg"])) for s in row["solution"])
+
+
+class MazeFamily:
+    name: ClassVar[str] = "maze"
+    params_model: ClassVar[type[BaseModel]] = MazeParams
+    prompt_model: ClassVar[type[BaseModel]] = MazePrompt
+    instance_schema: ClassVar[pa.Schema] = MAZE_SCHEMA
+    violations: ClassVar[tuple[str, ...]] = VIOLATIONS
+
+    def generate_candidate(self, params: BaseModel, seed: int, index: int) -> Candidate:
+        p = params if isinstance(params, MazeParams) else MazeParams.model_validate(params)
+        decoys = p.num_keys if p.decoy_doors is None else p.decoy_doors
+        maze = generate_maze(
+            p.grid_rows, p.grid_cols, p.num_keys, p.noise_ratio, p.shuffle_ratio, decoys, seed
+        )
+        world = world_from_facts(list(maze.facts))
+        sol = solve(world)
+        if sol.length is None:
+            return Candidate(None, "unsolvable")
+        if sol.length != len(maze.gold):
+            return Candidate(None, "gold_not_optimal")
+        bad = replay(world, maze.gold)
+        if bad is not None:
+            return Candidate(None, f"gold_invalid:{bad}")
+        n_facts = len(maze.facts)
+        row = {
+            "instance_id": f"maze-{seed:016x}",
+            "family": self.name,
+            "seed": seed,
+            "candidate_index": index,
+            "solution": [s.as_dict() for s in maze.gold],
+            "solution_length": len(maze.gold),
+            "optimal_plan_count": sol.count,
+            "grid_rows": p.grid_rows,
+            "grid_cols": p.grid_cols,
+            "num_keys": maze.num_keys,
+            "target_num_keys": p.num_keys,
+            "noise_ratio": maze.distracting_count / maze.supporting_count,
+            "target_noise_ratio": p.noise_ratio,
+            "shuffle_ratio": maze.displaced_count / n_facts if n_facts else 0.0,
+            "target_shuffle_ratio": p.shuffle_ratio,
+            "supporting_facts": maze.supporting_count,
+            "distracting_facts": maze.distracting_count,
+            "start_room": maze.start,
+            "goal_room": maze.goal,
+            "facts": list(maze.facts),
+        }
+        return Candidate(row)
+
+    def difficulty(self, row: Mapping[str, Any]) -> int:
+        return int(row["solution_length"])
+
+    def render_prompt(self, row: Mapping[str, Any], prompt_settings: BaseModel) -> list[Message]:
+        ps = MazePrompt.model_validate(
+            prompt_settings.model_dump() if isinstance(prompt_settings, BaseModel) else prompt_settings
+        )
+        return prompt.render(list(row["facts"]), ps.shots, ps.guidance)
+
+    def parse_answer(self, text: str) -> ParsedAnswer:
+        return parse_plan(text, allowed_actions=ACTIONS)
+
+    def score(self, row: Mapping[str, Any], parsed: ParsedAnswer) -> Score:
+        return score_plan(list(row["facts"]), gold_plan(row), parsed)
+
+    def offline_answer(self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float) -> str:
+        return baselines.offline_answer(list(row["facts"]), gold_plan(row), kind, rng, eps)

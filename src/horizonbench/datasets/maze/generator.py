@@ -1,0 +1,244 @@
+"""Maze generation: Kruskal tree, rewind construction of keys and doors, facts, noise, shuffle.
+
+The construction follows seqBench's Algorithm 1 ("rewind construction"): start from a
+random goal and work backwards, each round picking a key cell reachable from the
+current cell without crossing a locked door, locking a random edge on the unique
+path between them, and moving the current cell to the key cell. The agent starts in
+the last key cell. With no doors (B = 0) the construction would start on the goal,
+so a random start reachable from the goal is drawn instead.
+
+Three random streams are derived from the candidate seed, so the maze does not
+change with the noise or shuffle setting: stream 0 builds the maze, stream 1 orders
+the distractor pool (a higher noise ratio shows a superset of the distractors of a
+lower one), stream 2 shuffles the listing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from horizonbench.core.types import Step
+from horizonbench.datasets.maze import facts as F
+from horizonbench.datasets.maze.grid import (
+    adjacency,
+    bfs_tree,
+    kruskal_tree,
+    path_from_predecessors,
+    room_names,
+)
+from horizonbench.datasets.maze.rules import RESCUE_TARGET
+
+Edge = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Maze:
+    """One generated maze with its gold plan and the fact listing shown to the model."""
+
+    rows: int
+    cols: int
+    start: str
+    goal: str
+    num_keys: int
+    gold: tuple[Step, ...]
+    facts: tuple[str, ...]
+    supporting_count: int
+    distracting_count: int
+    displaced_count: int
+
+
+def _edge(a: int, b: int) -> Edge:
+    return (a, b) if a < b else (b, a)
+
+
+def _rewind(
+    n: int, tree_u: np.ndarray, tree_v: np.ndarray, target_keys: int, rng: np.random.Generator
+) -> tuple[int, int, list[tuple[int, Edge, list[int]]]]:
+    """Algorithm 1. Returns (start, goal, segments in forward order).
+
+    A segment is (key cell, locked door, cell path from the key cell to the cell the
+    previous round started from).
+    """
+    goal = int(rng.integers(n))
+    x = goal
+    locked: list[Edge] = []
+    segments: list[tuple[int, Edge, list[int]]] = []
+    full_adj = adjacency(n, tree_u, tree_v)
+    for _ in range(target_keys):
+        if locked:
+            keep = np.ones(tree_u.shape[0], dtype=bool)
+            lock_set = set(locked)
+            for i, (a, b) in enumerate(zip(tree_u.tolist(), tree_v.tolist(), strict=True)):
+                if (a, b) in lock_set:
+                    keep[i] = False
+            adj = adjacency(n, tree_u[keep], tree_v[keep])
+        else:
+            adj = full_adj
+        order, pred = bfs_tree(adj, x)
+        if order.shape[0] < 2:
+            break
+        c_key = int(order[1 + int(rng.integers(order.shape[0] - 1))])
+        path = path_from_predecessors(pred, x, c_key)  # x ... c_key
+        j = int(rng.integers(len(path) - 1))
+        door = _edge(path[j], path[j + 1])
+        locked.append(door)
+        segments.append((c_key, door, path[::-1]))  # forward: c_key ... x
+        x = c_key
+    if not segments:
+        order, pred = bfs_tree(full_adj, goal)
+        start = int(order[1 + int(rng.integers(order.shape[0] - 1))])
+        return start, goal, [(-1, (-1, -1), path_from_predecessors(pred, goal, start)[::-1])]
+    segments.reverse()
+    return x, goal, segments
+
+
+def _gold_plan(
+    names: tuple[str, ...],
+    start: int,
+    segments: list[tuple[int, Edge, list[int]]],
+    key_of_door: dict[Edge, int],
+) -> tuple[list[Step], list[tuple[str, object]]]:
+    """Walk the segments forward. Also returns the supporting facts in path order,
+    as (kind, payload) pairs rendered later."""
+    plan = [Step("start", names[start])]
+    support: list[tuple[str, object]] = [("bob", start)]
+    unlocked: set[Edge] = set()
+    listed: set[Edge] = set()
+    for c_key, _door, path in segments:
+        if c_key >= 0:
+            k = key_of_door[_door]
+            plan.append(Step("pick_up_key", str(k)))
+            support.append(("key", (k, c_key)))
+        for a, b in zip(path, path[1:], strict=False):
+            e = _edge(a, b)
+            if e in key_of_door and e not in unlocked:
+                k = key_of_door[e]
+                plan.append(Step("use_key", str(k)))
+                plan.append(Step("unlock_and_open_door_to", names[b]))
+                unlocked.add(e)
+                if e not in listed:
+                    support.append(("locked", (a, b)))
+                    support.append(("requires", (a, b, k)))
+                    listed.add(e)
+            elif e not in listed:
+                support.append(("open", (a, b)))
+                listed.add(e)
+            plan.append(Step("move_to", names[b]))
+    plan.append(Step("rescue", RESCUE_TARGET))
+    return plan, support
+
+
+def _render(kind: str, payload: object, names: tuple[str, ...], flip: bool) -> str:
+    if kind == "bob":
+        return F.BOB_AT.format(r=names[payload])  # type: ignore[index]
+    if kind == "alice":
+        return F.ALICE_AT.format(r=names[payload])  # type: ignore[index]
+    if kind == "key":
+        k, cell = payload  # type: ignore[misc]
+        return F.KEY_AT.format(k=k, r=names[cell])
+    a, b = payload[0], payload[1]  # type: ignore[index]
+    if flip:
+        a, b = b, a
+    if kind == "open":
+        return F.OPEN.format(a=names[a], b=names[b])
+    if kind == "locked":
+        return F.LOCKED.format(a=names[a], b=names[b])
+    return F.REQUIRES.format(a=names[a], b=names[b], k=payload[2])  # type: ignore[index]
+
+
+def _sattolo_positions(n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
+    """A permutation of range(n) that moves exactly round(ratio * n) items (0 if < 2).
+
+    The chosen positions are permuted by a uniformly random single cycle (walking a
+    random order of them and sending each to the next), so every chosen fact leaves
+    its place and every other fact keeps it.
+    """
+    perm = np.arange(n)
+    k = int(round(ratio * n))
+    if k < 2:
+        return perm
+    walk = rng.choice(n, size=k, replace=False)
+    perm[walk] = np.roll(walk, -1)
+    return perm
+
+
+def generate_maze(
+    rows: int,
+    cols: int,
+    target_keys: int,
+    noise_ratio: float,
+    shuffle_ratio: float,
+    decoy_doors: int,
+    seed: int,
+) -> Maze:
+    """Build one maze. Pure function of its arguments."""
+    n = rows * cols
+    names = room_names(rows, cols)
+    rng = np.random.default_rng([seed, 0])
+    tree_u, tree_v = kruskal_tree(rows, cols, rng)
+    start, goal, segments = _rewind(n, tree_u, tree_v, target_keys, rng)
+    path_doors = [door for c, door, _ in segments if c >= 0]
+
+    # decoy locked doors off the gold path, with their keys anywhere in the maze
+    codes = tree_u.astype(np.int64) * n + tree_v
+    path_codes = [
+        min(a, b) * n + max(a, b) for _, _, path in segments for a, b in zip(path, path[1:], strict=False)
+    ]
+    off_idx = np.flatnonzero(~np.isin(codes, np.array(path_codes, dtype=np.int64)))
+    n_off = int(off_idx.shape[0])
+    n_decoys = min(decoy_doors, n_off)
+    decoy_pick = rng.choice(n_off, size=n_decoys, replace=False) if n_decoys else np.zeros(0, int)
+    decoys = [(int(tree_u[off_idx[i]]), int(tree_v[off_idx[i]])) for i in decoy_pick]
+    decoy_cells = rng.integers(n, size=n_decoys).tolist()
+
+    total_keys = len(path_doors) + n_decoys
+    key_ids = (rng.choice(max(10, 4 * total_keys), size=total_keys, replace=False) + 1).tolist()
+    key_of_door = dict(zip(path_doors + decoys, key_ids, strict=True))
+    gold, support = _gold_plan(names, start, segments, key_of_door)
+    support.append(("alice", goal))
+
+    # The distractor pool is every true fact the gold plan does not need: one
+    # connection fact per off-path tree edge, then per decoy door its "requires" fact
+    # and its key's location. Pool items are built only for the distractors shown.
+    def pool_item(i: int) -> tuple[str, object]:
+        if i < n_off:
+            e = (int(tree_u[off_idx[i]]), int(tree_v[off_idx[i]]))
+            return ("locked", e) if e in key_of_door else ("open", e)
+        j = i - n_off
+        if j < n_decoys:
+            e = decoys[j]
+            return ("requires", (e[0], e[1], key_of_door[e]))
+        e = decoys[j - n_decoys]
+        return ("key", (key_of_door[e], decoy_cells[j - n_decoys]))
+
+    pool_size = n_off + 2 * n_decoys
+    n_support = len(support)
+    n_noise = min(int(round(noise_ratio * n_support)), pool_size)
+    noise_rng = np.random.default_rng([seed, 1])
+    order = noise_rng.permutation(pool_size)[:n_noise].tolist() if n_noise else []
+    listing = support + [pool_item(i) for i in order]
+
+    # which way round each connection is written: drawn per fact, independent of noise
+    orient_rng = np.random.default_rng([seed, 3])
+    flips = orient_rng.random(len(support) + pool_size) < 0.5
+    flip_of = flips[: len(support)].tolist() + [bool(flips[len(support) + i]) for i in order]
+    rendered = [_render(k, p, names, bool(f)) for (k, p), f in zip(listing, flip_of, strict=True)]
+
+    shuffle_rng = np.random.default_rng([seed, 2])
+    perm = _sattolo_positions(len(rendered), shuffle_ratio, shuffle_rng)
+    shown = tuple(rendered[i] for i in perm)
+    displaced = int(np.count_nonzero(perm != np.arange(len(perm))))
+    return Maze(
+        rows=rows,
+        cols=cols,
+        start=names[start],
+        goal=names[goal],
+        num_keys=len(path_doors),
+        gold=tuple(gold),
+        facts=shown,
+        supporting_count=n_support,
+        distracting_count=n_noise,
+        displaced_count=displaced,
+    )

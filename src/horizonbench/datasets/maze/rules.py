@@ -1,0 +1,147 @@
+"""The rules of the maze: what each action needs and what it changes.
+
+A state is ``(room, held_keys_bitmask, unlocked_doors_bitmask, pending_key)``;
+``pending_key`` is the key just announced by ``use_key`` (-1 when none), because
+``use_key`` must come right before ``unlock_and_open_door_to``. The certificate's
+search and the simulator's replay share these rules, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import re
+
+from horizonbench.core.types import Step
+from horizonbench.datasets.maze.facts import World, door_key
+
+ACTIONS = frozenset({"start", "move_to", "pick_up_key", "use_key", "unlock_and_open_door_to", "rescue"})
+RESCUE_TARGET = "Alice"
+
+#: violation categories, in the order the report lists them
+VIOLATIONS = (
+    "invalid_output",
+    "bad_start",
+    "non_adjacent_move",
+    "locked_door",
+    "key_not_held",
+    "wrong_key",
+    "key_not_in_room",
+    "use_key_without_unlock",
+    "unlock_without_use_key",
+    "not_locked",
+    "rescue_elsewhere",
+    "no_rescue",
+    "after_rescue",
+    "unknown_action",
+    "suboptimal",
+)
+
+State = tuple[int, int, int, int]
+
+_KEY_ARG = re.compile(r"^\s*(?:key\s*#?\s*)?(\d{1,9})\s*$", re.IGNORECASE)
+
+
+def key_arg(arg: str) -> int | None:
+    """Models write '5', 'key 5' or 'Key #5'; all mean key 5."""
+    m = _KEY_ARG.match(arg)
+    return int(m.group(1)) if m else None
+
+
+def normalize_step(step: Step) -> Step:
+    """Canonical spelling of a step, so 'b7' and 'B7', 'key 5' and '5' compare equal."""
+    action = step.action
+    if action in ("pick_up_key", "use_key"):
+        k = key_arg(step.arg)
+        return Step(action, str(k) if k is not None else step.arg.strip())
+    if action == "rescue":
+        return Step(action, step.arg.strip().capitalize())
+    return Step(action, step.arg.strip().upper())
+
+
+def door_bits(world: World) -> dict[tuple[int, int], int]:
+    bits = getattr(world, "_door_bits", None)
+    if bits is None:
+        bits = {door: 1 << i for i, door in enumerate(sorted(world.locks))}
+        world._door_bits = bits  # type: ignore[attr-defined]
+    return bits
+
+
+def successors(world: World, state: State) -> list[tuple[Step, State]]:
+    """Every legal action from ``state`` except ``rescue`` (the search handles the goal).
+
+    ``use_key`` is offered only next to a door that key opens: announcing a key with
+    no door to open is never part of a shortest plan, and leaving it out keeps the
+    search small.
+    """
+    room, held, unlocked, pending = state
+    bits = door_bits(world)
+    rooms = world.rooms
+    out: list[tuple[Step, State]] = []
+    if pending >= 0:
+        for nb in world.adj[room]:
+            door = door_key(room, nb)
+            if door in world.locks and not unlocked & bits[door] and world.locks[door] == pending:
+                out.append(
+                    (Step("unlock_and_open_door_to", rooms[nb]), (room, held, unlocked | bits[door], -1))
+                )
+        return out
+    usable: set[int] = set()
+    for nb in world.adj[room]:
+        door = door_key(room, nb)
+        if door in world.locks and not unlocked & bits[door]:
+            key = world.locks[door]
+            if key is not None and held >> key & 1:
+                usable.add(key)
+            continue
+        out.append((Step("move_to", rooms[nb]), (nb, held, unlocked, -1)))
+    for key in world.keys_in_room.get(room, ()):
+        if not held >> key & 1:
+            out.append((Step("pick_up_key", str(key)), (room, held | 1 << key, unlocked, -1)))
+    for key in sorted(usable):
+        out.append((Step("use_key", str(key)), (room, held, unlocked, key)))
+    return out
+
+
+def apply(world: World, state: State, step: Step) -> tuple[State, str | None]:
+    """The state after ``step`` (normalised), or the violation it commits."""
+    room, held, unlocked, pending = state
+    action = step.action
+    if action not in ACTIONS:
+        return state, "unknown_action"
+    if pending >= 0 and action != "unlock_and_open_door_to":
+        return state, "use_key_without_unlock"
+    if action == "move_to":
+        nb = world.index.get(step.arg)
+        if nb is None or nb not in world.adj[room]:
+            return state, "non_adjacent_move"
+        door = door_key(room, nb)
+        if door in world.locks and not unlocked & door_bits(world)[door]:
+            return state, "locked_door"
+        return (nb, held, unlocked, -1), None
+    if action == "pick_up_key":
+        key = key_arg(step.arg)
+        if key is None or key not in world.keys_in_room.get(room, ()) or held >> key & 1:
+            return state, "key_not_in_room"
+        return (room, held | 1 << key, unlocked, -1), None
+    if action == "use_key":
+        key = key_arg(step.arg)
+        if key is None or not held >> key & 1:
+            return state, "key_not_held"
+        return (room, held, unlocked, key), None
+    if action == "unlock_and_open_door_to":
+        if pending < 0:
+            return state, "unlock_without_use_key"
+        nb = world.index.get(step.arg)
+        if nb is None or nb not in world.adj[room]:
+            return state, "non_adjacent_move"
+        door = door_key(room, nb)
+        if door not in world.locks or unlocked & door_bits(world)[door]:
+            return state, "not_locked"
+        if world.locks[door] != pending:
+            return state, "wrong_key"
+        return (room, held, unlocked | door_bits(world)[door], -1), None
+    if action == "rescue":
+        if room != world.goal:
+            return state, "rescue_elsewhere"
+        return state, None
+    # "start" anywhere but first
+    return state, "bad_start"

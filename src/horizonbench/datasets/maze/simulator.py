@@ -1,0 +1,142 @@
+"""Replays a plan on the world its facts describe and scores it.
+
+Success is judged by simulation (valid and of optimal length), not by comparison with
+one gold plan, because a maze can have several optimal plans; exact match with the
+gold plan is reported beside it for comparability with seqBench's Pass@1.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from horizonbench.core.types import ParsedAnswer, Plan, Score, Step
+from horizonbench.datasets.maze.certificate import solve
+from horizonbench.datasets.maze.facts import World, world_from_facts
+from horizonbench.datasets.maze.rules import RESCUE_TARGET, State, apply, normalize_step
+
+
+def _invalid(error: str | None) -> Score:
+    return Score(
+        success=False,
+        valid=False,
+        exact_match=False,
+        progress_ratio=0.0,
+        precision=0.0,
+        recall=0.0,
+        plan_length=0,
+        violation="invalid_output",
+        first_violation_step=None,
+        extra={"parse_error": error},
+    )
+
+
+def precision_recall(plan: Sequence[Step], gold: Sequence[Step]) -> tuple[float, float]:
+    """Overlap of the two plans as multisets of (action, argument)."""
+    if not plan or not gold:
+        return 0.0, 0.0
+    pc, gc = Counter(plan), Counter(gold)
+    matched = sum(min(n, gc[s]) for s, n in pc.items())
+    return matched / len(plan), matched / len(gold)
+
+
+def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
+    """Score a parsed answer against the world of ``facts`` and the gold plan.
+
+    progress ratio k/n: k counts the leading actions that stay on some optimal plan
+    (the state after each is one step further along a shortest path); with a single
+    optimal plan this is seqBench's "gold actions executed correctly before the first
+    error". The first violation is the first illegal action; a legal plan that ends
+    without rescuing, or rescues late, is ``no_rescue`` or ``suboptimal``.
+    """
+    if parsed.plan is None:
+        return _invalid(parsed.error)
+    plan = tuple(normalize_step(s) for s in parsed.plan)
+    gold_n = tuple(normalize_step(s) for s in gold)
+    n = len(gold_n)
+    world: World = world_from_facts(list(facts))
+    sol = solve(world, track=True)
+    precision, recall = precision_recall(plan, gold_n)
+    exact = plan == gold_n
+
+    violation: str | None = None
+    first_bad: int | None = None
+    progress = 0
+    on_track = True
+    rescued = False
+    state: State | None = None
+    for i, step in enumerate(plan):
+        if i == 0:
+            start_name = world.rooms[world.start] if world.start is not None else None
+            if step.action != "start" or step.arg != start_name:
+                violation, first_bad = "bad_start", 0
+                break
+            state = (world.start, 0, 0, -1)  # type: ignore[assignment]
+            progress = 1
+            continue
+        if rescued:
+            violation, first_bad = "after_rescue", i
+            break
+        assert state is not None
+        new_state, bad = apply(world, state, step)
+        if bad is not None:
+            violation, first_bad = bad, i
+            break
+        if step.action == "rescue":
+            rescued = True
+            if on_track and state in sol.on_optimal and sol.dist.get(state) == i - 1:
+                progress += 1
+            else:
+                on_track = False
+            continue
+        if on_track and new_state in sol.on_optimal and sol.dist.get(new_state) == i:
+            progress += 1
+        else:
+            on_track = False
+        state = new_state
+    if violation is None and not rescued:
+        violation, first_bad = "no_rescue", len(plan)
+    valid = violation is None
+    success = valid and len(plan) == n
+    if valid and not success:
+        violation, first_bad = "suboptimal", progress
+    return Score(
+        success=success,
+        valid=valid,
+        exact_match=exact,
+        progress_ratio=min(progress, n) / n if n else 0.0,
+        precision=precision,
+        recall=recall,
+        plan_length=len(plan),
+        violation=violation,
+        first_violation_step=first_bad,
+        extra={"parse_error": None},
+    )
+
+
+def replay(world: World, plan: Sequence[Step]) -> str | None:
+    """The first violation of a plan that must be legal from start to rescue, or None.
+
+    Used to check gold plans at generation time, where the optimal length is already
+    known from the certificate and only legality is left to prove.
+    """
+    if not plan or plan[0].action != "start" or world.start is None:
+        return "bad_start"
+    if plan[0].arg != world.rooms[world.start]:
+        return "bad_start"
+    state: State = (world.start, 0, 0, -1)
+    for step in plan[1:-1]:
+        state, bad = apply(world, state, step)
+        if bad is not None:
+            return bad
+    if plan[-1].action != "rescue" or state[0] != world.goal:
+        return "no_rescue"
+    return None
+
+
+def format_plan(plan: Sequence[Step]) -> str:
+    """The answer format the prompt asks for: a Python-style list of tuples."""
+    return "[" + ", ".join(f"('{s.action}', '{s.arg}')" for s in plan) + "]"
+
+
+__all__ = ["RESCUE_TARGET", "format_plan", "precision_recall", "replay", "score_plan"]

@@ -1,0 +1,307 @@
+"""Turn a model's free-text answer into a plan of ``Step(action, arg)``.
+
+The answer is untrusted: it may be huge, adversarial, or contain code. It is
+therefore only ever *read* by a small hand-written scanner and never evaluated
+(no ``eval``, no ``ast.literal_eval``); nesting depth, token lengths and the
+overall size are bounded so hostile input finishes in roughly linear time.
+
+Models think aloud and revise, so an answer often holds several drafts. The
+last well-formed plan wins, because that is the one the model committed to.
+``allowed_actions`` only breaks ties between drafts (an unknown action in the
+chosen plan is kept: scoring it as a violation is the simulator's job).
+
+Accepted shapes: Python-like lists of pairs (``[('start', 'A1'), ...]``, with
+any quotes, brackets, bare numbers or words), JSON lists of objects or pairs,
+optionally wrapped in ``{"plan": [...]}``, and contiguous blocks of
+``action: arg`` or ``action(arg)`` lines, optionally numbered or bulleted.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from horizonbench.core.types import ParsedAnswer, Plan, Step
+
+__all__ = ["parse_plan"]
+
+_MAX_DEPTH = 6  # a wrapped JSON plan needs 3 levels; more is noise or an attack
+_MAX_TOKEN = 200  # longer strings or words are not actions or arguments
+
+# Curly quotes become ASCII one-for-one, so character offsets stay valid.
+_QUOTES = str.maketrans(
+    dict.fromkeys("\u2018\u2019\u201a\u201b", "'") | dict.fromkeys("\u201c\u201d\u201e\u201f", '"')
+)
+_CLOSERS = {"[": "]", "(": ")"}
+_PAIR_OF = {"]": "[", ")": "(", "}": "{"}
+_WS = re.compile(r"\s*")
+_STRING = {q: re.compile(rf"{q}((?:[^{q}\\\n]|\\.){{0,{_MAX_TOKEN}}}){q}") for q in "'\""}
+_BARE = re.compile(rf"[^,:()\[\]{{}}'\"\n]{{1,{_MAX_TOKEN}}}")
+_ACTION_OK = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+
+_WRAPPER_KEYS = ("plan", "solution", "actions", "steps", "answer")
+_ARG_KEYS = ("arg", "argument", "target", "room", "key")
+
+_BULLET = r"(?:[-*+\u2022]\s*|\(?\d{1,4}[.):]\s*|step\s*\d{1,4}\s*[.):-]?\s*)?"
+_ACTION = r"(?P<action>[A-Za-z_]\w{0,40}(?:[ -]\w{1,40}){0,3})"
+_ARG = (
+    rf"(?P<arg>'[^'\n]{{0,{_MAX_TOKEN}}}'|\"[^\"\n]{{0,{_MAX_TOKEN}}}\""
+    rf"|[^\s'\"()\[\]{{}}:,;]{{1,{_MAX_TOKEN}}})"
+)
+_LINE_FORMS = (
+    re.compile(rf"{_BULLET}{_ACTION}\s*:\s*{_ARG}[.,;]?", re.IGNORECASE | re.ASCII),
+    re.compile(rf"{_BULLET}{_ACTION}\(\s*{_ARG}\s*\)[.,;]?", re.IGNORECASE | re.ASCII),
+)
+
+
+class _NotAValue(Exception):
+    """Raised inside the scanner; cheaper than threading failure through returns."""
+
+
+class _Reader:
+    """Reads one Python/JSON-like literal without evaluating it.
+
+    Lists and tuples both become ``list``, objects ``dict``, every scalar
+    (quoted or bare, numbers included) ``str``: a plan only needs strings.
+    """
+
+    def __init__(self, text: str, pos: int) -> None:
+        self.text = text
+        self.pos = pos
+
+    def _skip_ws(self) -> str:
+        self.pos = _WS.match(self.text, self.pos).end()
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def value(self, depth: int = 0) -> Any:
+        ch = self._skip_ws()
+        if ch in ("[", "("):
+            return self._sequence(depth, _CLOSERS[ch])
+        if ch == "{":
+            return self._mapping(depth)
+        if ch in ("'", '"'):
+            match = _STRING[ch].match(self.text, self.pos)
+            if match is None:
+                raise _NotAValue
+            self.pos = match.end()
+            return re.sub(r"\\(.)", r"\1", match.group(1))
+        match = _BARE.match(self.text, self.pos) if ch else None
+        if match is None:
+            raise _NotAValue
+        self.pos = match.end()
+        return match.group().strip()
+
+    def _items(self, depth: int, closer: str, read_item: Any) -> None:
+        # Shared by lists and objects: items separated by commas, trailing comma allowed.
+        if depth >= _MAX_DEPTH:
+            raise _NotAValue
+        self.pos += 1
+        while self._skip_ws() != closer:
+            read_item(depth + 1)
+            ch = self._skip_ws()
+            if ch == ",":
+                self.pos += 1
+            elif ch != closer:
+                raise _NotAValue
+        self.pos += 1
+
+    def _sequence(self, depth: int, closer: str) -> list[Any]:
+        items: list[Any] = []
+        self._items(depth, closer, lambda d: items.append(self.value(d)))
+        return items
+
+    def _mapping(self, depth: int) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+
+        def read_pair(d: int) -> None:
+            key = self.value(d)
+            if not isinstance(key, str) or self._skip_ws() != ":":
+                raise _NotAValue
+            self.pos += 1
+            result[key.strip().lower()] = self.value(d)
+
+        self._items(depth, "}", read_pair)
+        return result
+
+
+def _normalise_action(raw: str) -> str:
+    return re.sub(r"[\s\-]+", "_", _clean(raw).lower())
+
+
+def _clean(raw: str) -> str:
+    return raw.strip().strip("'\"`").strip()
+
+
+def _make_step(action: Any, arg: Any) -> Step | None:
+    """A step only if the action looks like a name, so prose in brackets is not a plan."""
+    if not isinstance(action, str) or not isinstance(arg, str):
+        return None
+    name = _normalise_action(action)
+    return Step(name, _clean(arg)) if _ACTION_OK.fullmatch(name) else None
+
+
+def _as_step(item: Any) -> Step | None:
+    if isinstance(item, list) and len(item) == 2:
+        return _make_step(item[0], item[1])
+    if isinstance(item, dict):
+        if "action" in item:
+            arg = next((item[k] for k in _ARG_KEYS if k in item), None)
+            return _make_step(item["action"], arg)
+        if len(item) == 1:  # {"move_to": "B1"}
+            ((action, arg),) = item.items()
+            return _make_step(action, arg)
+    return None
+
+
+def _as_plan(value: Any) -> Plan | None:
+    if isinstance(value, dict):
+        for key in _WRAPPER_KEYS:
+            if key in value and (plan := _as_plan(value[key])) is not None:
+                return plan
+        return None
+    if not isinstance(value, list) or not value:
+        return None
+    steps: list[Step] = []
+    for item in value:
+        step = _as_step(item)
+        if step is None:
+            return None
+        steps.append(step)
+    return tuple(steps)
+
+
+def _plausible_starts(text: str) -> list[int]:
+    """Positions of ``[``/``{`` that close and are shallow enough to be worth reading.
+
+    One quote-blind pass over the brackets: without it, input like ``"[" * 10**5``
+    would start (and abandon) a read at every bracket.
+    """
+    stack: list[tuple[str, int, int]] = []  # (opener, position, depth of its children)
+    open_count = dict.fromkeys("[({", 0)
+    starts: list[int] = []
+    for match in re.finditer(r"[\[\](){}]", text):
+        ch = match.group()
+        if ch in _PAIR_OF:
+            opener = _PAIR_OF[ch]
+            if not open_count[opener]:
+                continue  # stray closer
+            child_depth = 0
+            while True:  # pop unmatched openers down to the partner (quotes, typos)
+                popped, pos, depth = stack.pop()
+                open_count[popped] -= 1
+                child_depth = max(child_depth, depth)
+                if popped == opener:
+                    break
+            if opener in "[{" and child_depth < _MAX_DEPTH:
+                starts.append(pos)
+            if stack:
+                top = stack[-1]
+                stack[-1] = (top[0], top[1], max(top[2], child_depth + 1))
+        else:
+            stack.append((ch, match.start(), 0))
+            open_count[ch] += 1
+    return sorted(starts)
+
+
+def _bracket_candidates(text: str) -> list[tuple[int, int, Plan]]:
+    """Read a literal at each plausible start; a found plan hides the brackets inside it."""
+    found: list[tuple[int, int, Plan]] = []
+    covered_until = 0
+    for start in _plausible_starts(text):
+        if start < covered_until:
+            continue
+        reader = _Reader(text, start)
+        try:
+            plan = _as_plan(reader.value())
+        except _NotAValue:
+            continue
+        if plan is not None:
+            found.append((start, reader.pos, plan))
+            covered_until = reader.pos
+    return found
+
+
+def _line_step(line: str) -> Step | None:
+    if ":" not in line and "(" not in line:
+        return None
+    for form in _LINE_FORMS:
+        match = form.fullmatch(line.strip())
+        if match is not None:
+            arg = match.group("arg")
+            return _make_step(match.group("action"), arg if arg[0] in "'\"" else arg.rstrip("."))
+    return None
+
+
+def _line_candidates(text: str) -> list[tuple[int, int, Plan]]:
+    """Contiguous ``action: arg`` lines; blank lines do not end a block, prose does."""
+    found: list[tuple[int, int, Plan]] = []
+    block: list[Step] = []
+    block_start = offset = 0
+    for line in text.split("\n"):
+        step = _line_step(line)
+        if step is not None:
+            if not block:
+                block_start = offset
+            block.append(step)
+        elif line.strip() and block:
+            found.append((block_start, offset, tuple(block)))
+            block = []
+        offset += len(line) + 1
+    if block:
+        found.append((block_start, offset, tuple(block)))
+    return found
+
+
+def _overlaps(block: tuple[int, int, Plan], brackets: list[tuple[int, int, Plan]]) -> bool:
+    """Lines inside a bracketed plan belong to it; bisect keeps this linear-ish."""
+    # Bracket candidates never overlap, so the one starting last before the block ends
+    # also ends last; only it can reach back into the block.
+    i = bisect.bisect_left(brackets, block[1], key=lambda c: c[0])
+    return i > 0 and brackets[i - 1][1] > block[0]
+
+
+def _choose(candidates: list[tuple[int, int, Plan]], allowed: frozenset[str] | None) -> Plan:
+    """Last plan wins; with an allowed set, the last plan that is fully allowed wins."""
+    if allowed is not None:
+        for _, _, plan in reversed(candidates):
+            if all(step.action in allowed for step in plan):
+                return plan
+    return candidates[-1][2]
+
+
+def _normalise_allowed(allowed: Iterable[str] | None) -> frozenset[str] | None:
+    if allowed is None:
+        return None
+    return frozenset(_normalise_action(a) for a in allowed if isinstance(a, str))
+
+
+def parse_plan(
+    text: str,
+    *,
+    allowed_actions: frozenset[str] | None = None,
+    max_chars: int = 200_000,
+    max_steps: int = 5_000,
+) -> ParsedAnswer:
+    """Extract the model's final plan; failures are reported, never raised."""
+    if not isinstance(text, str):
+        return ParsedAnswer(plan=None, error=f"answer is not text (got {type(text).__name__})")
+    if len(text) > max_chars:
+        return ParsedAnswer(plan=None, error=f"answer too long ({len(text)} characters > {max_chars})")
+    if not text.strip():
+        return ParsedAnswer(plan=None, error="no plan found (empty answer)")
+    try:
+        text = text.translate(_QUOTES)
+        brackets = _bracket_candidates(text)
+        lines = [c for c in _line_candidates(text) if not _overlaps(c, brackets)]
+        candidates = sorted(brackets + lines, key=lambda c: c[0])
+        if not candidates:
+            return ParsedAnswer(plan=None, error="no plan found")
+        plan = _choose(candidates, _normalise_allowed(allowed_actions))
+    except (RecursionError, MemoryError, TypeError, ValueError) as exc:
+        # Last-resort guard so one odd answer cannot abort a whole evaluation run.
+        return ParsedAnswer(plan=None, error=f"internal parser error: {type(exc).__name__}")
+    if len(plan) > max_steps:
+        return ParsedAnswer(plan=None, error=f"plan too long ({len(plan)} steps > {max_steps})")
+    return ParsedAnswer(plan=plan, error=None)

@@ -1,0 +1,76 @@
+"""Choosing which certified candidates to keep: a plain count, or L-binned quotas.
+
+Candidates are considered strictly in candidate-index order and each bin keeps the
+first ``per_bin`` candidates that fall in it. The result therefore depends only on
+the seeds, never on how many workers generated them or in what order they finished.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from horizonbench.schemas.config import SamplingSpec
+
+
+@dataclass
+class Selector:
+    spec: SamplingSpec
+    kept: list[dict[str, Any]] = field(default_factory=list)
+    considered: int = 0
+    certified: int = 0
+    rejections: Counter[str] = field(default_factory=Counter)
+    bin_counts: dict[int, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.spec.bins is not None:
+            self.bin_counts = {lo: 0 for lo in self.spec.bins.edges()}
+
+    def bin_of(self, length: int) -> int | None:
+        b = self.spec.bins
+        if b is None or not b.min <= length < b.max:
+            return None
+        return b.min + (length - b.min) // b.width * b.width
+
+    def wants(self, length: int) -> bool:
+        """Would a candidate of this length be kept now? Workers use it to drop rows early."""
+        if self.spec.bins is None:
+            return True
+        lo = self.bin_of(length)
+        return lo is not None and self.bin_counts[lo] < self.spec.bins.per_bin
+
+    @property
+    def done(self) -> bool:
+        if self.spec.count is not None:
+            return len(self.kept) >= self.spec.count
+        assert self.spec.bins is not None
+        return all(c >= self.spec.bins.per_bin for c in self.bin_counts.values())
+
+    def feed(self, index: int, length: int | None, row: dict[str, Any] | None, rejection: str | None) -> None:
+        """Offer candidate ``index`` (call in increasing index order)."""
+        if self.done or index >= self.spec.max_candidates:
+            return
+        self.considered += 1
+        if rejection is not None:
+            self.rejections[rejection] += 1
+            return
+        self.certified += 1
+        assert length is not None
+        if self.spec.bins is None:
+            if row is not None:
+                self.kept.append(row)
+            return
+        lo = self.bin_of(length)
+        if lo is None or self.bin_counts[lo] >= self.spec.bins.per_bin:
+            return
+        if row is None:
+            raise RuntimeError(f"candidate {index} was wanted but its row was dropped")
+        self.bin_counts[lo] += 1
+        self.kept.append(row)
+
+    def unfilled(self) -> dict[int, int]:
+        """Bins short of their quota: lower edge -> how many instances they got."""
+        if self.spec.bins is None:
+            return {}
+        return {lo: c for lo, c in self.bin_counts.items() if c < self.spec.bins.per_bin}

@@ -1,0 +1,49 @@
+"""One shard of candidate generation: the unit of work a Dask worker runs.
+
+Pure and picklable by name (family name, plain params), so it runs the same on a
+LocalCluster, a remote cluster, or in-process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from horizonbench.core.registry import get_family
+from horizonbench.core.seeding import derive_seed
+
+ShardResult = list[tuple[int, int | None, dict[str, Any] | None, str | None]]
+
+
+def candidate_seed(root_seed: int, family: str, index: int) -> int:
+    """The seed of candidate ``index``. It ignores noise and shuffle settings on purpose:
+    the same root seed gives the same base mazes at every noise level, as in seqBench."""
+    return derive_seed(root_seed, family, "candidate", index)
+
+
+def generate_shard(
+    family_name: str,
+    params: dict[str, Any],
+    root_seed: int,
+    start: int,
+    stop: int,
+    keep_lengths: tuple[int, int] | None = None,
+) -> ShardResult:
+    """Candidates ``start..stop-1`` as (index, length, row, rejection) tuples.
+
+    Rows with a length outside ``keep_lengths`` (half-open) are dropped here, keeping
+    only their length, so oversampling does not ship unwanted rows to the scheduler.
+    """
+    family = get_family(family_name)
+    p = family.params_model.model_validate(params)
+    out: ShardResult = []
+    for index in range(start, stop):
+        cand = family.generate_candidate(p, candidate_seed(root_seed, family_name, index), index)
+        if cand.row is None:
+            out.append((index, None, None, cand.rejection or "rejected"))
+            continue
+        length = family.difficulty(cand.row)
+        row = cand.row
+        if keep_lengths is not None and not keep_lengths[0] <= length < keep_lengths[1]:
+            row = None
+        out.append((index, length, row, None))
+    return out

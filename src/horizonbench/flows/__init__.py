@@ -1,0 +1,1 @@
+"""Prefect flows: the only place that knows the order of the stages."""

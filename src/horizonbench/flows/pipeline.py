@@ -1,0 +1,115 @@
+"""The horizonbench pipeline: generate -> validate -> evaluate -> score -> validate ->
+analyse -> report, each stage a Prefect task, the run folder the only shared state."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger
+
+from horizonbench.core.registry import get_family
+from horizonbench.schemas.config import Config, parse_config
+from horizonbench.schemas.expectations import scores_suite, suite_for_family
+from horizonbench.tasks.analyse import analyse
+from horizonbench.tasks.evaluate import evaluate_models
+from horizonbench.tasks.generate import generate_instances
+from horizonbench.tasks.manifest import MANIFEST, git_sha, versions, write_manifest
+from horizonbench.tasks.report import REPORT_REL, build_report
+from horizonbench.tasks.score import SCORES_REL, score_attempts
+from horizonbench.tasks.storage import STAGING, promote, staged
+from horizonbench.tasks.validate import validate_table
+
+
+def _prepare(run: Path) -> None:
+    """A rerun first marks the folder unfinished: old manifest and staging go."""
+    run.mkdir(parents=True, exist_ok=True)
+    (run / MANIFEST).unlink(missing_ok=True)
+    shutil.rmtree(run / STAGING, ignore_errors=True)
+
+
+def _generate_and_validate(cfg: Config, run: Path) -> list[dict[str, Any]]:
+    stats = generate_instances(cfg, str(run))
+    for name in cfg.families:
+        rel = f"instances/{name}/part-0.parquet"
+        validate_table(str(staged(run, rel)), f"instances/{name}", suite_for_family(name), str(run))
+        promote(run, rel)
+    return stats
+
+
+def _base_manifest(cfg: Config, started: float) -> dict[str, Any]:
+    return {
+        "config": cfg.model_dump(mode="json"),
+        "versions": versions(),
+        "git_sha": git_sha(),
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+@flow(name="horizonbench-generate", validate_parameters=False)
+def generate_flow(config: dict[str, Any] | Config, out: str) -> str:
+    """Generate and validate the instance tables only."""
+    started = time.time()
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    run = Path(out)
+    _prepare(run)
+    stats = _generate_and_validate(cfg, run)
+    manifest = _base_manifest(cfg, started) | {"counts": {"generation": stats}}
+    write_manifest(run, manifest)
+    shutil.rmtree(run / STAGING, ignore_errors=True)
+    return str(run)
+
+
+@flow(name="horizonbench", validate_parameters=False)
+def pipeline(config: dict[str, Any] | Config, out: str) -> str:
+    """The whole pipeline; returns the path of the HTML report."""
+    logger = get_run_logger()
+    started = time.time()
+    cfg = config if isinstance(config, Config) else parse_config(config)
+    run = Path(out)
+    _prepare(run)
+    stats = _generate_and_validate(cfg, run)
+    counts: dict[str, Any] = {"generation": stats}
+    if cfg.evaluation.models:
+        counts["attempts"] = evaluate_models(cfg, str(run))
+        scores_path = score_attempts(cfg, str(run))
+        violations = tuple(sorted({v for name in cfg.families for v in get_family(name).violations}))
+        validate_table(scores_path, "scores", scores_suite(violations), str(run))
+        promote(run, SCORES_REL)
+        analyse(cfg, str(run))
+    else:
+        logger.warning("no models configured: instances only, no evaluation")
+    run_info = {
+        "run": cfg.run.name,
+        "seed": cfg.run.seed,
+        "git_sha": git_sha(),
+        "families": ", ".join(cfg.families),
+        "models": ", ".join(m.name for m in cfg.evaluation.models) or "none",
+        "samples per instance": cfg.evaluation.samples,
+        "versions": versions(),
+    }
+    report = None
+    if cfg.evaluation.models:
+        report = build_report(str(run), f"horizonbench: {cfg.run.name}", run_info, _report_counts(counts))
+    write_manifest(run, _base_manifest(cfg, started) | {"counts": counts})
+    shutil.rmtree(run / STAGING, ignore_errors=True)
+    if report:
+        logger.info("report: %s", report)
+    return str(run / REPORT_REL) if report else str(run)
+
+
+def _report_counts(counts: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for g in counts.get("generation", []):
+        fam = g["family"]
+        out[f"{fam}: instances"] = g["kept"]
+        out[f"{fam}: candidates generated"] = g["candidates_considered"]
+        out[f"{fam}: candidates certified"] = g["candidates_certified"]
+        out[f"{fam}: rejected"] = g["rejections"] or "none"
+        out[f"{fam}: bins short of quota"] = g["unfilled_bins"] or "none"
+    for model, c in counts.get("attempts", {}).items():
+        out[f"{model}: attempts"] = f"{c['attempts']} ({c['reused']} reused, {c['errors']} failed calls)"
+    return out

@@ -1,0 +1,187 @@
+"""A durable cache of successful model answers, so an interrupted evaluation resumes.
+
+API calls are the expensive, slow and flaky part of a run. Every successful answer is
+committed the moment it arrives; a re-run looks each attempt up by its key and only
+calls the model for attempts that are missing. Failed calls are never stored, so a
+resume retries exactly those.
+
+The key is a hash of everything that determines an answer (model identity, prompt,
+sampling settings, sample index) and nothing secret: the identity a model reports
+excludes API keys by contract, and this module never sees one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from horizonbench.core.types import Completion, Message
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS attempts (
+    attempt_key   TEXT PRIMARY KEY,
+    text          TEXT NOT NULL,
+    finish_reason TEXT NOT NULL,
+    input_tokens  INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    latency_s     REAL NOT NULL,
+    cost_usd      REAL NOT NULL,
+    created_at    TEXT NOT NULL
+)
+"""
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value, so equal inputs always hash equally across runs and hosts."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def messages_payload(messages: Iterable[Message | Mapping[str, str]]) -> list[dict[str, str]]:
+    """Messages as plain dicts; accepts dicts too so callers with raw JSON can key alike."""
+    out: list[dict[str, str]] = []
+    for m in messages:
+        if isinstance(m, Message):
+            out.append({"role": m.role, "content": m.content})
+        else:
+            out.append({"role": str(m["role"]), "content": str(m["content"])})
+    return out
+
+
+def prompt_sha256(messages: Iterable[Message | Mapping[str, str]]) -> str:
+    """Hash of the prompt alone, so tables can group attempts by identical prompts."""
+    return hashlib.sha256(canonical_json(messages_payload(messages)).encode()).hexdigest()
+
+
+def attempt_key(
+    identity: Mapping[str, Any],
+    messages: Iterable[Message | Mapping[str, str]],
+    temperature: float,
+    top_p: float,
+    max_tokens: int,
+    sample: int,
+) -> str:
+    """sha256 of the canonical JSON of everything that makes an answer reusable.
+
+    ``sample`` is part of the key so that independent samples of one prompt stay
+    independent instead of all reusing the first answer.
+    """
+    payload = {
+        "identity": dict(identity),
+        "messages": messages_payload(messages),
+        "temperature": float(temperature),
+        "top_p": float(top_p),
+        "max_tokens": int(max_tokens),
+        "sample": int(sample),
+    }
+    return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+
+
+class AttemptStore:
+    """SQLite-backed map ``attempt_key -> Completion`` for successful calls only.
+
+    One connection guarded by a lock: writes are tiny and SQLite serialises writers
+    anyway, so a connection per thread would add complexity without throughput.
+    WAL mode lets a reader (e.g. a progress report) look while a run writes.
+    When two writers race on one key the first answer wins, so an answer already
+    reused somewhere never changes under it.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = sqlite3.connect(
+            str(path), check_same_thread=False, isolation_level=None
+        )
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute(_SCHEMA)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError(f"attempt store {self.path} is closed")
+        return self._conn
+
+    def get(self, key: str) -> Completion | None:
+        with self._lock:
+            row = (
+                self._connection()
+                .execute(
+                    "SELECT text, finish_reason, input_tokens, output_tokens, latency_s, cost_usd"
+                    " FROM attempts WHERE attempt_key = ?",
+                    (key,),
+                )
+                .fetchone()
+            )
+        if row is None:
+            return None
+        text, finish_reason, input_tokens, output_tokens, latency_s, cost_usd = row
+        return Completion(
+            text=text,
+            finish_reason=finish_reason,
+            input_tokens=int(input_tokens),
+            output_tokens=int(output_tokens),
+            latency_s=float(latency_s),
+            cost_usd=float(cost_usd),
+        )
+
+    def put(self, key: str, completion: Completion) -> None:
+        """Store and commit at once (autocommit), so a crash loses at most the call in flight."""
+        created_at = datetime.now(UTC).isoformat(timespec="seconds")
+        with self._lock:
+            self._connection().execute(
+                "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    completion.text,
+                    completion.finish_reason,
+                    int(completion.input_tokens),
+                    int(completion.output_tokens),
+                    float(completion.latency_s),
+                    float(completion.cost_usd),
+                    created_at,
+                ),
+            )
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        with self._lock:
+            row = (
+                self._connection().execute("SELECT 1 FROM attempts WHERE attempt_key = ?", (key,)).fetchone()
+            )
+        return row is not None
+
+    def __len__(self) -> int:
+        with self._lock:
+            (n,) = self._connection().execute("SELECT COUNT(*) FROM attempts").fetchone()
+        return int(n)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> AttemptStore:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"AttemptStore({str(self.path)!r})"

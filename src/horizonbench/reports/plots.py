@@ -1,0 +1,255 @@
+"""Report figures as inline SVG strings.
+
+Figures must be byte-identical across renders (so a re-run report can be diffed), and
+several SVGs share one HTML page (so their element ids must not collide). Hence a
+fixed hash salt per figure, no date metadata, text kept as text, and every id
+prefixed with the figure's name.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import matplotlib
+
+# headless everywhere (workers, CI); figures are built with Figure() directly rather
+# than through pyplot, so rendering keeps no global state and is safe in threads
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+_METHOD_STYLE = {"wls_log": ("--", "WLS log"), "binomial_mle": ("-.", "binomial MLE")}
+_METRICS = [
+    ("progress_ratio_mean", "progress ratio"),
+    ("precision_mean", "precision"),
+    ("recall_mean", "recall"),
+]
+#: no attribute of the SVG root points outside the page once these are gone
+_SVG_NAMESPACE_ATTRS = re.compile(r'\s+xmlns(?::\w+)?="[^"]*"')
+_SVG_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+@contextmanager
+def _figure(name: str, figsize: tuple[float, float] = (7.0, 4.2)) -> Iterator[Figure]:
+    """A figure drawn under settings that make its SVG reproducible."""
+    rc = {
+        "svg.hashsalt": f"horizonbench-{name}",
+        "svg.fonttype": "none",
+        "font.size": 9,
+        "axes.grid": True,
+        "grid.alpha": 0.3,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    }
+    with matplotlib.rc_context(rc):
+        yield Figure(figsize=figsize)
+
+
+def _to_svg(fig: Figure, name: str) -> str:
+    """Serialise to an inline-ready <svg> element with ids unique to this figure."""
+    buf = io.StringIO()
+    fig.savefig(
+        buf,
+        format="svg",
+        bbox_inches="tight",
+        metadata={"Date": None, "Creator": None, "Format": None, "Type": None},
+    )
+    text = buf.getvalue()
+    text = text[text.index("<svg") :]
+    text = _SVG_METADATA.sub("", text)
+    text = _SVG_NAMESPACE_ATTRS.sub("", text, count=0)
+    return _prefix_ids(text, f"{name}-")
+
+
+def _prefix_ids(svg: str, prefix: str) -> str:
+    ids = set(re.findall(r'\bid="([^"]+)"', svg))
+    if not ids:
+        return svg
+
+    def swap(m: re.Match[str]) -> str:
+        ref = m.group(2)
+        return m.group(1) + (prefix + ref if ref in ids else ref) + m.group(3)
+
+    return re.sub(r'(\bid="|url\(#|href="#)([^")]+)(["\)])', swap, svg)
+
+
+def _placeholder(name: str, message: str) -> str:
+    with _figure(name, figsize=(6.0, 1.2)) as fig:
+        ax = fig.add_subplot()
+        ax.axis("off")
+        ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes)
+        return _to_svg(fig, name)
+
+
+def _colours(models: list[str]) -> dict[str, str]:
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    return {m: cycle[i % len(cycle)] for i, m in enumerate(models)}
+
+
+def _models(*frames: pd.DataFrame) -> list[str]:
+    names: set[str] = set()
+    for df in frames:
+        if not df.empty and "model" in df:
+            names.update(str(m) for m in df["model"])
+    return sorted(names)
+
+
+def _format_l0(value: float) -> str:
+    if math.isnan(value):
+        return "n/a"
+    return "inf" if math.isinf(value) else f"{value:.3g}"
+
+
+def _fit_curve(L: np.ndarray, L0: float, A: float) -> np.ndarray | None:
+    """min(1, A exp(-L/L0)), or None when the fit gave nothing drawable."""
+    if not (math.isfinite(A) and A > 0) or math.isnan(L0):
+        return None
+    decay = np.ones_like(L) if math.isinf(L0) else np.exp(-L / L0)
+    return np.minimum(1.0, A * decay)
+
+
+def success_vs_length_svg(by_length: pd.DataFrame, fits: pd.DataFrame, *, log: bool = False) -> str:
+    """Observed success rate per L bin with both fitted decay curves.
+
+    The log-y version makes exp(-L/L0) a straight line, which is how the paper shows
+    it; bins with zero successes cannot appear there and are left off that panel.
+    """
+    name = "success-log" if log else "success-lin"
+    if by_length.empty:
+        return _placeholder(name, "no scored attempts")
+    models = _models(by_length, fits)
+    colours = _colours(models)
+    with _figure(name) as fig:
+        ax = fig.add_subplot()
+        grid = np.linspace(float(by_length["L"].min()), float(by_length["L"].max()), 200)
+        for model in models:
+            rows = by_length[by_length["model"] == model]
+            rate = rows["success_rate"].to_numpy(dtype=float)
+            shown = rate > 0 if log else np.isfinite(rate)
+            ax.plot(
+                rows["L"].to_numpy()[shown],
+                rate[shown],
+                "o",
+                ms=3.5,
+                color=colours[model],
+                label=f"{model} (observed)",
+            )
+            _draw_fits(ax, fits, model, grid, colours[model])
+        ax.set_xlabel("logical depth L (solution length)")
+        ax.set_ylabel("success rate")
+        if log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(-0.03, 1.03)
+        ax.legend(fontsize=7, loc="best")
+        return _to_svg(fig, name)
+
+
+def _draw_fits(ax: Axes, fits: pd.DataFrame, model: str, grid: np.ndarray, colour: str) -> None:
+    if fits.empty:
+        return
+    for _, fit in fits[fits["model"] == model].iterrows():
+        style, label = _METHOD_STYLE.get(str(fit["method"]), (":", str(fit["method"])))
+        curve = _fit_curve(grid, float(fit["L0"]), float(fit["A"]))
+        if curve is None:
+            continue
+        ax.plot(
+            grid,
+            curve,
+            linestyle=style,
+            color=colour,
+            lw=1.2,
+            label=f"{model} {label}, L0={_format_l0(float(fit['L0']))}",
+        )
+
+
+def metrics_vs_length_svg(by_length: pd.DataFrame) -> str:
+    """Partial-credit metrics per L: they show how far models get before failing."""
+    name = "metrics"
+    if by_length.empty:
+        return _placeholder(name, "no scored attempts")
+    models = _models(by_length)
+    colours = _colours(models)
+    with _figure(name, figsize=(10.0, 3.4)) as fig:
+        axes = fig.subplots(1, len(_METRICS), sharex=True, sharey=True)
+        for ax, (col, label) in zip(axes, _METRICS, strict=True):
+            for model in models:
+                rows = by_length[by_length["model"] == model]
+                x = rows["L"].to_numpy(dtype=float)
+                y = rows[col].to_numpy(dtype=float)
+                ax.plot(x, y, "-o", ms=2.5, lw=1, color=colours[model], label=model)
+                if col == "progress_ratio_mean":
+                    sem = np.nan_to_num(rows["progress_ratio_sem"].to_numpy(dtype=float))
+                    ax.fill_between(x, y - sem, y + sem, color=colours[model], alpha=0.15, lw=0)
+            ax.set_title(label)
+            ax.set_xlabel("L")
+            ax.set_ylim(-0.03, 1.03)
+        axes[0].legend(fontsize=7, loc="best")
+        return _to_svg(fig, name)
+
+
+def first_violation_svg(first_violations: pd.DataFrame) -> str:
+    """Where in the plan the first mistake falls, relative to the optimal length.
+
+    Mass near 0 means failures to start; a flat shape means a constant per-step
+    hazard, which is what an exponential decay in L predicts.
+    """
+    name = "first-violation"
+    if first_violations.empty:
+        return _placeholder(name, "no failed attempts with a located violation")
+    models = _models(first_violations)
+    colours = _colours(models)
+    top = max(1.0, float(first_violations["relative_position"].max()))
+    bins = np.linspace(0.0, top, int(math.ceil(top * 20)) + 1)
+    with _figure(name) as fig:
+        ax = fig.add_subplot()
+        for model in models:
+            pos = first_violations.loc[first_violations["model"] == model, "relative_position"].to_numpy(
+                dtype=float
+            )
+            ax.hist(
+                pos,
+                bins=bins,
+                histtype="step",
+                lw=1.4,
+                color=colours[model],
+                weights=np.full(pos.size, 1.0 / max(pos.size, 1)),
+                label=f"{model} (n={pos.size})",
+            )
+        ax.set_xlabel("first violation step / solution length")
+        ax.set_ylabel("share of failed attempts")
+        ax.legend(fontsize=7, loc="best")
+        return _to_svg(fig, name)
+
+
+def violations_svg(violations: pd.DataFrame) -> str:
+    """Share of attempts per violation category, side by side per model."""
+    name = "violations"
+    if violations.empty:
+        return _placeholder(name, "no scored attempts")
+    models = _models(violations)
+    colours = _colours(models)
+    categories = sorted(str(v) for v in violations["violation"].unique())
+    height = 0.8 / len(models)
+    y = np.arange(len(categories), dtype=float)
+    with _figure(name, figsize=(7.0, 1.0 + 0.35 * len(categories) * max(1, len(models) / 2))) as fig:
+        ax = fig.add_subplot()
+        for i, model in enumerate(models):
+            rows = violations[violations["model"] == model].set_index("violation")["share"]
+            share = [float(rows.get(c, 0.0)) for c in categories]
+            ax.barh(
+                y + i * height - 0.4 + height / 2, share, height=height, color=colours[model], label=model
+            )
+        ax.set_yticks(y, categories)
+        ax.invert_yaxis()
+        ax.set_xlabel("share of attempts")
+        ax.set_xlim(0, 1)
+        ax.legend(fontsize=7, loc="best")
+        return _to_svg(fig, name)

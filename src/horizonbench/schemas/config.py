@@ -1,0 +1,207 @@
+"""The run configuration, validated before anything is written.
+
+A config is YAML or JSON. Unknown keys are errors (a typo must not silently fall back
+to a default), and every error names the dotted path of the offending field.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from horizonbench.core.errors import ConfigError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BinSpec(_Strict):
+    """Keep ``per_bin`` instances in every bin ``[lo, lo + width)`` for lo in [min, max)."""
+
+    min: int = Field(ge=1)
+    max: int = Field(ge=2)
+    width: int = Field(default=1, ge=1)
+    per_bin: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> BinSpec:
+        if self.max <= self.min:
+            raise ValueError(f"max ({self.max}) must be greater than min ({self.min})")
+        return self
+
+    def edges(self) -> list[int]:
+        return list(range(self.min, self.max, self.width))
+
+
+class SamplingSpec(_Strict):
+    """How many instances to keep: a plain ``count``, or L-binned ``bins`` (not both)."""
+
+    count: int | None = Field(default=None, ge=1)
+    bins: BinSpec | None = None
+    #: candidates generated per Dask task; fixed so output never depends on worker count
+    shard_size: int = Field(default=200, ge=1, le=100_000)
+    #: give up oversampling after this many candidates (unfilled bins are reported)
+    max_candidates: int = Field(default=200_000, ge=1)
+
+    @model_validator(mode="after")
+    def _one_target(self) -> SamplingSpec:
+        if (self.count is None) == (self.bins is None):
+            raise ValueError("give exactly one of 'count' or 'bins'")
+        return self
+
+
+class FamilySpec(_Strict):
+    """One family's section: generation parameters, sampling, prompt settings."""
+
+    params: dict[str, Any] = Field(default_factory=dict)
+    sampling: SamplingSpec
+    prompt: dict[str, Any] = Field(default_factory=dict)
+
+
+class GenerationSettings(_Strict):
+    """Sampling settings sent to API models (the paper used T=1.0, top-p=0.95)."""
+
+    temperature: float = Field(default=1.0, ge=0.0, le=2.0)
+    top_p: float = Field(default=0.95, gt=0.0, le=1.0)
+    max_tokens: int = Field(default=8192, ge=1)
+
+
+class ModelSpec(_Strict):
+    """One model to evaluate. ``name`` labels it in every table and in the report."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:@/+-]+$")
+    provider: Literal["offline", "openai", "anthropic", "openai_compatible"]
+    #: offline baselines: oracle | noisy | random
+    kind: Literal["oracle", "noisy", "random"] | None = None
+    #: per-step error probability of the ``noisy`` baseline
+    eps: float | None = Field(default=None, ge=0.0, lt=1.0)
+    #: provider's model identifier, e.g. "gpt-4.1-mini"
+    model: str | None = None
+    base_url: str | None = None
+    #: name of the environment variable holding the API key (never the key itself)
+    api_key_env: str | None = None
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    tokens_per_minute: float | None = Field(default=None, gt=0)
+    max_concurrency: int = Field(default=4, ge=1, le=256)
+    timeout_s: float = Field(default=600.0, gt=0)
+    max_retries: int = Field(default=4, ge=0, le=20)
+    input_cost_per_mtok: float = Field(default=0.0, ge=0)
+    output_cost_per_mtok: float = Field(default=0.0, ge=0)
+    settings: GenerationSettings | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        if self.provider == "offline":
+            if self.kind is None:
+                raise ValueError("offline models need 'kind' (oracle, noisy or random)")
+            if self.kind == "noisy" and self.eps is None:
+                raise ValueError("the noisy baseline needs 'eps'")
+        else:
+            if not self.model:
+                raise ValueError(f"provider {self.provider!r} needs 'model'")
+            if self.provider == "openai_compatible" and not self.base_url:
+                raise ValueError("provider 'openai_compatible' needs 'base_url'")
+        return self
+
+
+class EvaluationSpec(_Strict):
+    #: independent samples (runs) per instance and model; Pass@1 averages over them
+    samples: int = Field(default=1, ge=1, le=100)
+    settings: GenerationSettings = GenerationSettings()
+    models: list[ModelSpec] = Field(default_factory=list)
+    #: where the attempt store lives; default <out>/attempts/store.sqlite
+    store: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> EvaluationSpec:
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+
+class DaskSpec(_Strict):
+    """Where generation runs: a LocalCluster by default, or an existing scheduler."""
+
+    address: str | None = None
+    n_workers: int = Field(default=2, ge=1, le=512)
+    threads_per_worker: int = Field(default=1, ge=1, le=64)
+
+
+class AnalysisSpec(_Strict):
+    bootstrap: int = Field(default=200, ge=0, le=100_000)
+    #: bins with fewer attempts than this are left out of the WLS fit
+    min_attempts_per_bin: int = Field(default=1, ge=1)
+
+
+class RunSpec(_Strict):
+    name: str = Field(default="run", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    seed: int = Field(default=0, ge=0, lt=2**63)
+
+
+class Config(_Strict):
+    run: RunSpec = RunSpec()
+    families: dict[str, FamilySpec]
+    evaluation: EvaluationSpec = EvaluationSpec()
+    dask: DaskSpec = DaskSpec()
+    analysis: AnalysisSpec = AnalysisSpec()
+
+    @model_validator(mode="after")
+    def _some_family(self) -> Config:
+        if not self.families:
+            raise ValueError("at least one family is needed")
+        return self
+
+
+def _format_error(err: ValidationError) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    msg = first["msg"]
+    more = len(err.errors()) - 1
+    tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{where}: {msg}{tail}"
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    """Validate raw data, including each family's own params and prompt sections."""
+    from horizonbench.core.registry import get_family
+
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(f"{source}: {_format_error(err)}") from None
+    for fam_name, spec in cfg.families.items():
+        try:
+            family = get_family(fam_name)
+        except KeyError as err:
+            raise ConfigError(f"{source}: families.{fam_name}: {err.args[0]}") from None
+        for section, model in (("params", family.params_model), ("prompt", family.prompt_model)):
+            try:
+                model.model_validate(getattr(spec, section))
+            except ValidationError as err:
+                raise ConfigError(f"{source}: families.{fam_name}.{section}.{_format_error(err)}") from None
+    return cfg
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML or JSON config file; raise ConfigError naming the problem."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{p}: cannot read config ({err})") from None
+    try:
+        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as err:
+        raise ConfigError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}") from None
+    return parse_config(data, source=str(p))

@@ -1,0 +1,144 @@
+"""Arrow schemas of the tables every family shares (attempts, scores).
+
+Schemas are explicit so Parquet files never depend on pandas' inference (pandas 3
+infers ``large_string``), and every file carries ``schema_version`` in its metadata.
+Family instance schemas live beside their family and start with ``COMMON_INSTANCE_FIELDS``.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1"
+
+STEP_TYPE = pa.struct([("action", pa.string()), ("arg", pa.string())])
+
+#: columns every family's instance table starts with
+COMMON_INSTANCE_FIELDS: list[pa.Field] = [
+    pa.field("instance_id", pa.string(), nullable=False),
+    pa.field("family", pa.string(), nullable=False),
+    pa.field("seed", pa.int64(), nullable=False),
+    pa.field("candidate_index", pa.int64(), nullable=False),
+    pa.field("solution", pa.list_(STEP_TYPE), nullable=False),
+    pa.field("solution_length", pa.int32(), nullable=False),
+    pa.field("optimal_plan_count", pa.int64(), nullable=False),
+]
+
+ATTEMPTS_SCHEMA = pa.schema(
+    [
+        pa.field("attempt_key", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("family", pa.string(), nullable=False),
+        pa.field("sample", pa.int32(), nullable=False),
+        pa.field("prompt_sha256", pa.string(), nullable=False),
+        pa.field("response", pa.string()),
+        pa.field("finish_reason", pa.string()),
+        pa.field("input_tokens", pa.int64(), nullable=False),
+        pa.field("output_tokens", pa.int64(), nullable=False),
+        pa.field("latency_s", pa.float64(), nullable=False),
+        pa.field("cost_usd", pa.float64(), nullable=False),
+        pa.field("error", pa.string()),
+        pa.field("reused", pa.bool_(), nullable=False),
+    ]
+)
+
+SCORES_SCHEMA = pa.schema(
+    [
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("family", pa.string(), nullable=False),
+        pa.field("sample", pa.int32(), nullable=False),
+        pa.field("solution_length", pa.int32(), nullable=False),
+        pa.field("num_keys", pa.int32()),
+        pa.field("noise_ratio", pa.float64()),
+        pa.field("shuffle_ratio", pa.float64()),
+        pa.field("success", pa.bool_(), nullable=False),
+        pa.field("valid", pa.bool_(), nullable=False),
+        pa.field("exact_match", pa.bool_(), nullable=False),
+        pa.field("progress_ratio", pa.float64(), nullable=False),
+        pa.field("precision", pa.float64(), nullable=False),
+        pa.field("recall", pa.float64(), nullable=False),
+        pa.field("plan_length", pa.int32(), nullable=False),
+        pa.field("violation", pa.string()),
+        pa.field("first_violation_step", pa.int32()),
+        pa.field("parse_error", pa.string()),
+    ]
+)
+
+
+def with_version(schema: pa.Schema, table: str) -> pa.Schema:
+    """The schema with ``schema_version`` and the table name in its metadata."""
+    meta = dict(schema.metadata or {})
+    meta[b"schema_version"] = SCHEMA_VERSION.encode()
+    meta[b"horizonbench_table"] = table.encode()
+    return schema.with_metadata(meta)
+
+
+def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema([pa.field(name, typ) for name, typ in cols])
+
+
+_S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+
+#: analysis tables: one row per (family, model, ...); see the README for meanings
+ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
+    "overall": _schema(
+        ("family", _S),
+        ("model", _S),
+        ("attempts", _I),
+        ("instances", _I),
+        ("success_rate", _F),
+        ("exact_match_rate", _F),
+        ("valid_rate", _F),
+        ("progress_ratio_mean", _F),
+        ("precision_mean", _F),
+        ("recall_mean", _F),
+        ("invalid_output_share", _F),
+    ),
+    "by_length": _schema(
+        ("family", _S),
+        ("model", _S),
+        ("L", _I),
+        ("attempts", _I),
+        ("instances", _I),
+        ("successes", _I),
+        ("success_rate", _F),
+        ("exact_match_rate", _F),
+        ("valid_rate", _F),
+        ("progress_ratio_mean", _F),
+        ("progress_ratio_sem", _F),
+        ("precision_mean", _F),
+        ("recall_mean", _F),
+    ),
+    "fits": _schema(
+        ("family", _S),
+        ("model", _S),
+        ("method", _S),
+        ("L0", _F),
+        ("A", _F),
+        ("L0_low", _F),
+        ("L0_high", _F),
+        ("n_bins_used", _I),
+        ("n_bins_dropped", _I),
+        ("n_attempts", _I),
+        ("converged", _B),
+        ("note", _S),
+    ),
+    "violations": _schema(
+        ("family", _S),
+        ("model", _S),
+        ("violation", _S),
+        ("count", _I),
+        ("share", _F),
+    ),
+    "first_violations": _schema(
+        ("family", _S),
+        ("model", _S),
+        ("L", _I),
+        ("violation", _S),
+        ("first_violation_step", _I),
+        ("solution_length", _I),
+        ("relative_position", _F),
+    ),
+}

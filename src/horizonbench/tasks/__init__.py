@@ -1,0 +1,1 @@
+"""Thin Prefect tasks: read inputs, call the pure code, write outputs atomically."""

@@ -1,0 +1,62 @@
+"""Analyse stage: success against depth, decay fits, violations, per family and model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import get_run_logger, task
+from prefect.cache_policies import NONE
+
+from horizonbench.analysis import summary
+from horizonbench.schemas.config import Config
+from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
+from horizonbench.tasks.score import SCORES_REL
+from horizonbench.tasks.storage import write_table
+
+
+def analyse_scores(
+    scores: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int
+) -> dict[str, pd.DataFrame]:
+    """All analysis tables, each with a leading ``family`` column."""
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in ANALYSIS_SCHEMAS}
+    for family, df in scores.groupby("family", sort=True):
+        tables = {
+            "overall": summary.overall(df),
+            "by_length": summary.success_by_length(df),
+            "fits": summary.fit_all(df, bootstrap=bootstrap, seed=seed, min_attempts_per_bin=min_attempts),
+            "violations": summary.violation_counts(df),
+            "first_violations": summary.first_violation_hist(df),
+        }
+        for name, t in tables.items():
+            parts[name].append(t.assign(family=str(family)))
+    out = {}
+    for name, schema in ANALYSIS_SCHEMAS.items():
+        frames = [f for f in parts[name] if not f.empty]
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=schema.names)
+        out[name] = df[schema.names]
+    return out
+
+
+def to_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """Convert through Python objects so pandas 3 dtypes never leak into the schema."""
+    return pa.Table.from_pylist(df.astype(object).where(df.notna(), None).to_dict("records"), schema=schema)
+
+
+@task(name="analyse", cache_policy=NONE)
+def analyse(cfg: Config, run: str) -> dict[str, str]:
+    logger = get_run_logger()
+    run_dir = Path(run)
+    scores = pq.read_table(run_dir / SCORES_REL, schema=SCORES_SCHEMA).to_pandas()
+    tables = analyse_scores(scores, cfg.analysis.bootstrap, cfg.run.seed, cfg.analysis.min_attempts_per_bin)
+    paths = {}
+    for name, df in tables.items():
+        dest = run_dir / "analysis" / f"{name}.parquet"
+        write_table(to_table(df, ANALYSIS_SCHEMAS[name]), dest, f"analysis/{name}")
+        paths[name] = str(dest)
+    fits = tables["fits"]
+    for r in fits.itertuples():
+        logger.info("%s/%s %s: L0 = %.1f [%s, %s]", r.family, r.model, r.method, r.L0, r.L0_low, r.L0_high)
+    return paths

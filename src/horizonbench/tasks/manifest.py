@@ -1,0 +1,78 @@
+"""The run manifest: written last, so a run folder without one is an unfinished run."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from horizonbench import __version__
+from horizonbench.tasks.storage import STAGING, sha256_file, write_json
+
+MANIFEST = "manifest.json"
+_PACKAGES = (
+    "prefect",
+    "dask",
+    "distributed",
+    "great-expectations",
+    "pyarrow",
+    "pandas",
+    "numpy",
+    "scipy",
+    "networkx",
+    "openai",
+    "anthropic",
+    "matplotlib",
+)
+#: files that are not results: the resumable answer cache, and GX's scratch output
+_SKIP_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp")
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version(), "horizonbench": __version__}
+    for name in _PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_sha() -> str | None:
+    """The commit of the horizonbench checkout, if it runs from one."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    sha = out.stdout.strip()
+    if out.returncode != 0 or not sha:
+        return None
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=here,
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout.strip()
+    return sha + ("-dirty" if dirty else "")
+
+
+def content_hashes(run: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted(p for p in run.rglob("*") if p.is_file()):
+        rel = path.relative_to(run).as_posix()
+        if rel == MANIFEST or rel.startswith(STAGING) or path.name.endswith(_SKIP_SUFFIXES):
+            continue
+        out[rel] = sha256_file(path)
+    return out
+
+
+def write_manifest(run: Path, manifest: dict[str, Any]) -> Path:
+    manifest = dict(manifest)
+    manifest["content_sha256"] = content_hashes(run)
+    return write_json(manifest, run / MANIFEST)

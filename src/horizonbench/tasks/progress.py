@@ -1,0 +1,67 @@
+"""Progress bars for long stages, shown only when someone is watching a terminal."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Protocol
+
+
+class Progress(Protocol):
+    def advance(self, n: int = 1) -> None: ...
+    def total(self, n: int | None) -> None: ...
+
+
+class _Silent:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def total(self, n: int | None) -> None:
+        pass
+
+
+class _Rich:
+    def __init__(self, bar: object, task_id: object) -> None:
+        self._bar, self._id = bar, task_id
+
+    def advance(self, n: int = 1) -> None:
+        self._bar.update(self._id, advance=n)  # type: ignore[attr-defined]
+
+    def total(self, n: int | None) -> None:
+        self._bar.update(self._id, total=n)  # type: ignore[attr-defined]
+
+
+ENABLED = {"value": None}
+
+
+def enabled() -> bool:
+    flag = ENABLED["value"]
+    return sys.stderr.isatty() if flag is None else bool(flag)
+
+
+@contextmanager
+def progress(description: str, total: int | None) -> Iterator[Progress]:
+    if not enabled():
+        yield _Silent()
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.progress import Progress as RichProgress
+
+    with RichProgress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    ) as bar:
+        yield _Rich(bar, bar.add_task(description, total=total))

@@ -1,0 +1,70 @@
+"""Score stage: parse every answer and replay it in its family's simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from prefect import task
+from prefect.cache_policies import NONE
+
+from horizonbench.core.registry import get_family
+from horizonbench.schemas.config import Config
+from horizonbench.schemas.tables import SCORES_SCHEMA
+from horizonbench.tasks import progress as prog
+from horizonbench.tasks.evaluate import ATTEMPTS_REL, instance_rows
+from horizonbench.tasks.storage import rows_to_table, staged, write_table
+
+SCORES_REL = "scores/scores.parquet"
+
+
+def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """One score row per attempt that got an answer. Failed calls are not scored: a
+    provider outage is not a reasoning failure, and a rerun will retry them."""
+    out = []
+    families: dict[str, Any] = {}
+    with prog.progress("score", len(attempts)) as bar:
+        for att in attempts:
+            bar.advance()
+            if att["error"] is not None or att["response"] is None:
+                continue
+            fam = families.setdefault(att["family"], get_family(att["family"]))
+            row = instances[att["instance_id"]]
+            parsed = fam.parse_answer(att["response"])
+            s = fam.score(row, parsed)
+            out.append(
+                {
+                    "model": att["model"],
+                    "instance_id": att["instance_id"],
+                    "family": att["family"],
+                    "sample": att["sample"],
+                    "solution_length": row["solution_length"],
+                    "num_keys": row.get("num_keys"),
+                    "noise_ratio": row.get("noise_ratio"),
+                    "shuffle_ratio": row.get("shuffle_ratio"),
+                    "success": s.success,
+                    "valid": s.valid,
+                    "exact_match": s.exact_match,
+                    "progress_ratio": s.progress_ratio,
+                    "precision": s.precision,
+                    "recall": s.recall,
+                    "plan_length": s.plan_length,
+                    "violation": s.violation,
+                    "first_violation_step": s.first_violation_step,
+                    "parse_error": s.extra.get("parse_error") if s.extra else None,
+                }
+            )
+    return out
+
+
+@task(name="score", cache_policy=NONE)
+def score_attempts(cfg: Config, run: str) -> str:
+    """Write the scores table to staging (it is promoted after validation)."""
+    run_dir = Path(run)
+    attempts = pq.read_table(run_dir / ATTEMPTS_REL).to_pylist()
+    instances = {r["instance_id"]: r for fam in cfg.families for r in instance_rows(run_dir, fam)}
+    rows = score_rows(attempts, instances)
+    path = staged(run_dir, SCORES_REL)
+    write_table(rows_to_table(rows, SCORES_SCHEMA), path, "scores")
+    return str(path)

@@ -1,0 +1,138 @@
+"""The decay fits recover known laws and degrade gracefully on degenerate data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from horizonbench.analysis.decay import DecayFit, fit_binomial_mle, fit_wls_log
+
+EPS = 0.02
+TRUE_L0 = 1.0 / -math.log(1.0 - EPS)  # about 49.5
+
+
+def _simulate(seed: int = 1, instances: int = 1500, samples: int = 2):
+    """Noisy-baseline attempts: each step fails independently with probability EPS."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(10, 121, size=instances)
+    L = np.repeat(lengths, samples)
+    cluster = np.repeat(np.arange(instances), samples)
+    success = rng.random(L.size) < (1.0 - EPS) ** L
+    return L, success, cluster
+
+
+def _binned(L: np.ndarray, success: np.ndarray, width: int):
+    bins = L // width * width
+    keys = np.unique(bins)
+    x = np.array([L[bins == k].mean() for k in keys])
+    rate = np.array([success[bins == k].mean() for k in keys])
+    n = np.array([(bins == k).sum() for k in keys])
+    return x, rate, n
+
+
+def test_binomial_mle_recovers_l0() -> None:
+    L, success, cluster = _simulate()
+    fit = fit_binomial_mle(L, success, cluster, bootstrap=50, seed=3)
+    assert fit.method == "binomial_mle" and fit.converged
+    assert fit.L0 == pytest.approx(TRUE_L0, rel=0.15)
+    assert fit.L0_low is not None and fit.L0_high is not None
+    assert fit.L0_low < fit.L0 < fit.L0_high
+    assert fit.n_attempts == L.size and 0 < fit.A <= 1
+
+
+def test_wls_recovers_l0_with_wide_bins() -> None:
+    L, success, _ = _simulate()
+    x, rate, n = _binned(L, success, width=10)
+    assert (rate > 0).all(), "bins must be wide enough to have no zero rates"
+    fit = fit_wls_log(x, rate, n)
+    assert fit.method == "wls_log" and fit.converged
+    assert fit.L0 == pytest.approx(TRUE_L0, rel=0.15)
+    assert fit.n_bins_dropped == 0 and fit.n_bins_used == len(x)
+    assert fit.n_attempts == L.size
+
+
+def test_wls_drops_zero_bins_and_says_so() -> None:
+    L = np.arange(1.0, 8.0)
+    rate = np.exp(-L / 3.0)
+    rate[[2, 5]] = 0.0
+    fit = fit_wls_log(L, rate)
+    assert fit.n_bins_dropped == 2 and fit.n_bins_used == 5
+    assert fit.note is not None and "zero successes" in fit.note
+    assert fit.L0 == pytest.approx(3.0, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("L", "success", "expected"),
+    [
+        ([10, 20, 30, 40], [1, 1, 1, 1], math.inf),
+        ([10, 20, 30, 40], [0, 0, 0, 0], math.nan),
+        ([25, 25, 25], [1, 0, 1], math.nan),
+        ([], [], math.nan),
+    ],
+    ids=["all-successes", "all-failures", "single-bin", "empty"],
+)
+def test_degenerate_attempts_do_not_raise(L, success, expected) -> None:
+    mle = fit_binomial_mle(np.array(L), np.array(success, dtype=bool), bootstrap=10)
+    assert isinstance(mle, DecayFit) and mle.note
+    if math.isnan(expected):
+        assert math.isnan(mle.L0)
+    else:
+        assert mle.L0 == expected
+
+    rates = np.array(success, dtype=float)
+    wls = fit_wls_log(np.array(L, dtype=float), rates)
+    assert isinstance(wls, DecayFit) and wls.note
+    if math.isnan(expected):
+        assert math.isnan(wls.L0)
+    else:
+        assert wls.L0 == expected
+
+
+def test_increasing_success_is_no_decay() -> None:
+    fit = fit_wls_log(np.array([1.0, 2.0, 3.0]), np.array([0.2, 0.4, 0.8]))
+    assert fit.L0 == math.inf and "does not decay" in (fit.note or "")
+
+
+def test_bootstrap_is_deterministic_given_seed() -> None:
+    L, success, cluster = _simulate(seed=5, instances=300)
+    a = fit_binomial_mle(L, success, cluster, bootstrap=30, seed=11)
+    b = fit_binomial_mle(L, success, cluster, bootstrap=30, seed=11)
+    c = fit_binomial_mle(L, success, cluster, bootstrap=30, seed=12)
+    assert a == b
+    assert (a.L0_low, a.L0_high) != (c.L0_low, c.L0_high)
+    assert a.L0 == c.L0  # the point estimate does not depend on the bootstrap
+
+
+def test_cluster_bootstrap_is_wider_for_correlated_samples() -> None:
+    """Duplicated samples carry no new information; resampling instances must see that."""
+    L, success, _ = _simulate(seed=7, instances=400, samples=1)
+    L4, s4 = np.repeat(L, 4), np.repeat(success, 4)
+    clusters = np.repeat(np.arange(L.size), 4)
+    by_instance = fit_binomial_mle(L4, s4, clusters, bootstrap=60, seed=0)
+    naive = fit_binomial_mle(L4, s4, None, bootstrap=60, seed=0)
+    assert (by_instance.L0_high - by_instance.L0_low) > 1.5 * (naive.L0_high - naive.L0_low)
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ValueError):
+        fit_binomial_mle(np.array([1, 2]), np.array([1]))
+    with pytest.raises(ValueError):
+        fit_binomial_mle(np.array([1, 2]), np.array([1, 0]), confidence=1.5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    L0=st.floats(min_value=2.0, max_value=500.0),
+    A=st.floats(min_value=0.05, max_value=1.0),
+    lengths=st.lists(st.integers(min_value=1, max_value=150), min_size=2, max_size=40, unique=True),
+)
+def test_wls_recovers_exact_law(L0: float, A: float, lengths: list[int]) -> None:
+    L = np.array(sorted(lengths), dtype=float)
+    fit = fit_wls_log(L, A * np.exp(-L / L0))
+    assert fit.L0 == pytest.approx(L0, rel=1e-6)
+    assert fit.A == pytest.approx(A, rel=1e-6)
+    assert fit.n_bins_dropped == 0
