@@ -11,7 +11,7 @@ from typing import Any
 from prefect import flow, get_run_logger
 
 from horizonbench.core.registry import get_family
-from horizonbench.schemas.config import Config, parse_config
+from horizonbench.schemas.config import Config, load_config, parse_config
 from horizonbench.schemas.expectations import scores_suite, suite_for_family
 from horizonbench.tasks.analyse import analyse
 from horizonbench.tasks.evaluate import evaluate_models
@@ -21,6 +21,21 @@ from horizonbench.tasks.report import REPORT_REL, build_report
 from horizonbench.tasks.score import SCORES_REL, score_attempts
 from horizonbench.tasks.storage import STAGING, promote, staged
 from horizonbench.tasks.validate import validate_table
+
+
+def _resolve(config: dict[str, Any] | Config | str, out: str) -> tuple[Config, Path]:
+    """Accept a Config, raw config data, or a config file path (what deployments pass).
+
+    ``{date}`` in ``out`` becomes today's UTC date, so a nightly deployment writes one
+    folder per night.
+    """
+    if isinstance(config, Config):
+        cfg = config
+    elif isinstance(config, str):
+        cfg = load_config(config)
+    else:
+        cfg = parse_config(config)
+    return cfg, Path(out.replace("{date}", time.strftime("%Y-%m-%d", time.gmtime())))
 
 
 def _prepare(run: Path) -> None:
@@ -50,11 +65,10 @@ def _base_manifest(cfg: Config, started: float) -> dict[str, Any]:
 
 
 @flow(name="horizonbench-generate", validate_parameters=False)
-def generate_flow(config: dict[str, Any] | Config, out: str) -> str:
+def generate_flow(config: dict[str, Any] | Config | str, out: str) -> str:
     """Generate and validate the instance tables only."""
     started = time.time()
-    cfg = config if isinstance(config, Config) else parse_config(config)
-    run = Path(out)
+    cfg, run = _resolve(config, out)
     _prepare(run)
     stats = _generate_and_validate(cfg, run)
     manifest = _base_manifest(cfg, started) | {"counts": {"generation": stats}}
@@ -64,12 +78,11 @@ def generate_flow(config: dict[str, Any] | Config, out: str) -> str:
 
 
 @flow(name="horizonbench", validate_parameters=False)
-def pipeline(config: dict[str, Any] | Config, out: str) -> str:
+def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
     """The whole pipeline; returns the path of the HTML report."""
     logger = get_run_logger()
     started = time.time()
-    cfg = config if isinstance(config, Config) else parse_config(config)
-    run = Path(out)
+    cfg, run = _resolve(config, out)
     _prepare(run)
     stats = _generate_and_validate(cfg, run)
     counts: dict[str, Any] = {"generation": stats}

@@ -132,6 +132,9 @@ class DaskSpec(_Strict):
     address: str | None = None
     n_workers: int = Field(default=2, ge=1, le=512)
     threads_per_worker: int = Field(default=1, ge=1, le=64)
+    #: worker processes (the default: generation is pure Python, so threads would share
+    #: one GIL); threads are for debugging and for families registered at run time
+    processes: bool = True
 
 
 class AnalysisSpec(_Strict):

@@ -30,7 +30,7 @@ def dask_client(spec: DaskSpec) -> Iterator[object]:
     cluster = LocalCluster(
         n_workers=spec.n_workers,
         threads_per_worker=spec.threads_per_worker,
-        processes=True,
+        processes=spec.processes,
         dashboard_address=None,
         silence_logs=logging.ERROR,
     )

@@ -1,0 +1,36 @@
+"""Test session setup: an isolated, offline Prefect home and quiet third-party bars.
+
+Environment variables are set before any test module imports Prefect, so no test can
+see an earlier run's cache or settings, and nothing tries to phone home.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+_HOME = tempfile.mkdtemp(prefix="hb-prefect-home-")
+os.environ["PREFECT_HOME"] = _HOME
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["TQDM_DISABLE"] = "1"
+os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] = "120"
+os.environ.pop("PREFECT_API_URL", None)
+
+# the fake model server module lives beside the tests
+sys.path.insert(0, str(Path(__file__).parent))
+
+import pytest  # noqa: E402
+
+CONFIGS = Path(__file__).parent / "configs"
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One real Prefect API server (a subprocess on 127.0.0.1) for the whole session."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=120):
+        yield os.environ.get("PREFECT_API_URL")
