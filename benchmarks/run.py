@@ -127,10 +127,12 @@ def _baseline_kruskal(rows: int, cols: int, rnd: random.Random) -> nx.Graph:
     uf = _UnionFind(n)
     tree = nx.Graph()
     tree.add_nodes_from(range(n))
+    joined = 0
     for a, b in walls:
         if uf.union(a, b):
             tree.add_edge(a, b)
-            if tree.number_of_edges() == n - 1:
+            joined += 1
+            if joined == n - 1:  # (not tree.number_of_edges(): that is O(n) in networkx)
                 break
     return tree
 
@@ -143,9 +145,10 @@ def _baseline_rewind(
     x = goal
     locked: list[tuple[int, int]] = []
     segments: list[tuple[int, tuple[int, int], list[int]]] = []
+    # Locked doors are taken out of the tree while searching and put back afterwards
+    # (cheaper than nx.restricted_view or copying the graph, which both cost ~4x the BFS).
     for _ in range(num_keys):
-        passable = nx.restricted_view(tree, [], locked)
-        paths = nx.single_source_shortest_path(passable, x)
+        paths = nx.single_source_shortest_path(tree, x)
         cells = [c for c in paths if c != x]
         if not cells:
             break
@@ -154,8 +157,10 @@ def _baseline_rewind(
         j = rnd.randrange(len(path) - 1)
         door = _edge(path[j], path[j + 1])
         locked.append(door)
+        tree.remove_edge(*door)
         segments.append((key_cell, door, path[::-1]))
         x = key_cell
+    tree.add_edges_from(locked)
     if not segments:  # B = 0: a random start reachable from the goal
         paths = nx.single_source_shortest_path(tree, goal)
         start = rnd.choice([c for c in paths if c != goal])
@@ -394,6 +399,8 @@ class Measure:
     #: key of the measure this one is compared with (None: no ratio)
     baseline: str | None = None
     vs_paper: bool = False
+    #: a count, printed without decimals
+    integer: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -405,57 +412,103 @@ def _log(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def repeat(
-    reps: int, label: str, run: Callable[[int], tuple[float, dict[str, Any]]]
-) -> tuple[list[float], list[dict[str, Any]]]:
-    """Run ``run(rep)`` ``reps`` times; it returns (rate, details)."""
-    rates, details = [], []
+Job = Callable[[int], tuple[float, dict[str, Any]]]
+
+
+def _machine_busy_seconds() -> float | None:
+    """CPU seconds the whole machine has spent busy since boot (Linux), else None."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_cpu_seconds() -> float:
+    """CPU seconds used by this process and its live descendants (the cluster's workers)."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:
+            pass
+    return total
+
+
+def run_rounds(reps: int, jobs: dict[str, Job]) -> dict[str, tuple[list[float], list[dict[str, Any]]]]:
+    """Run every job ``reps`` times, round-robin (a, b, c, a, b, c, ...), so a burst of
+    load from elsewhere on a shared machine hits all of them rather than one.
+
+    Each job gets the round number and returns (rate, details). The details gain the
+    CPU this process tree used (``own_cpu_s``) and the average number of cores kept
+    busy by everything else on the machine meanwhile (``others_cores``).
+    """
+    out: dict[str, tuple[list[float], list[dict[str, Any]]]] = {k: ([], []) for k in jobs}
     for rep in range(reps):
-        rate, info = run(rep)
-        rates.append(rate)
-        details.append(info)
-        _log(f"{label} run {rep + 1}/{reps}: {rate:,.1f}/s {info if info else ''}")
-    return rates, details
+        for label, job in jobs.items():
+            busy0, own0, t0 = _machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter()
+            rate, info = job(rep)
+            busy1, own1, wall = _machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter() - t0
+            info["own_cpu_s"] = round(own1 - own0, 3)
+            if busy0 is not None and busy1 is not None and wall > 0:
+                info["others_cores"] = round(max(0.0, (busy1 - busy0) - (own1 - own0)) / wall, 2)
+            out[label][0].append(rate)
+            out[label][1].append(info)
+            _log(f"{label} run {rep + 1}/{reps}: {rate:,.1f}/s {info}")
+    return out
 
 
 def gen_in_process(noise: float, count: int, seed: int) -> tuple[float, dict[str, Any]]:
     from horizonbench.datasets.shards import generate_shard
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = generate_shard("maze", maze_params(noise), seed, 0, count)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     certified = sum(1 for _, _, _, rejection in result if rejection is None)
     return certified / dt, {
         "candidates": count,
         "certified": certified,
         "rejected": count - certified,
         "seconds": round(dt, 3),
+        "cpu_seconds": round(cpu, 3),
     }
 
 
 def gen_baseline(noise: float, count: int, seed: int) -> tuple[float, dict[str, Any]]:
     from horizonbench.datasets.shards import candidate_seed
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     certified = 0
     for index in range(count):
         s = candidate_seed(seed, "maze", index)
         if baseline_candidate(ROWS, COLS, NUM_KEYS, noise, 1.0, s) is not None:
             certified += 1
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     return certified / dt, {
         "candidates": count,
         "certified": certified,
         "rejected": count - certified,
         "seconds": round(dt, 3),
+        "cpu_seconds": round(cpu, 3),
     }
 
 
-def gen_cluster(client: Any, count: int, seed: int, window: int) -> tuple[float, dict[str, Any]]:
+def gen_cluster(
+    client: Any, count: int, seed: int, window: int, shard_size: int | None = None
+) -> tuple[float, dict[str, Any]]:
+    """The pipeline's own path: ``sample_family`` with the default shard size (200)."""
     from horizonbench.schemas.config import FamilySpec, SamplingSpec
     from horizonbench.tasks.generate import sample_family
 
-    spec = FamilySpec(params=maze_params(0.0), sampling=SamplingSpec(count=count))
+    sampling = (
+        SamplingSpec(count=count) if shard_size is None else SamplingSpec(count=count, shard_size=shard_size)
+    )
+    spec = FamilySpec(params=maze_params(0.0), sampling=sampling)
     t0 = time.perf_counter()
     selector = sample_family(client, "maze", spec, seed, window)
     dt = time.perf_counter() - t0
@@ -528,17 +581,20 @@ def _fmt(x: float) -> str:
 
 def print_table(measures: list[Measure]) -> None:
     by_key = {m.key: m for m in measures}
-    header = ("measure", "median", "min-max", "unit", "x baseline", "x paper")
+    header = ("measure", "median", "min-max", "unit", "x baseline", "x paper", "other load")
     lines = []
     for m in measures:
-        spread = f"{_fmt(min(m.samples))}-{_fmt(max(m.samples))}" if len(m.samples) > 1 else "-"
+        fmt = (lambda x: f"{x:,.0f}") if m.integer else _fmt
+        spread = f"{fmt(min(m.samples))}-{fmt(max(m.samples))}" if len(m.samples) > 1 else "-"
         ratio = "-"
         if m.baseline is not None and m.baseline in by_key:
             ratio = f"{m.median / by_key[m.baseline].median:,.2f}"
         elif m.key == "baseline":
             ratio = "1.00"
         paper = f"{m.median / PAPER_RATE:,.2f}" if m.vs_paper else "-"
-        lines.append((m.label, _fmt(m.median), spread, m.unit, ratio, paper))
+        others = [d["others_cores"] for d in m.extra.get("runs", []) if "others_cores" in d]
+        load = f"{statistics.median(others):.1f} cores" if others else "-"
+        lines.append((m.label, fmt(m.median), spread, m.unit, ratio, paper, load))
     widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
 
     def row(cells: tuple[str, ...]) -> str:
@@ -579,10 +635,16 @@ def main(argv: list[str] | None = None) -> int:
     gen_in_process(0.0, 20, 1)
     gen_baseline(0.0, 3, 1)
 
-    # 5. the baseline first, so every later row can be compared with it
-    rates, det = repeat(
-        reps, "baseline (pure Python + networkx)", lambda r: gen_baseline(0.0, n_base, seed0 + r)
+    # 5., 1., 3.: the baseline and generate_shard in-process (noise 0 and 1), interleaved
+    res = run_rounds(
+        reps,
+        {
+            "baseline (pure Python + networkx)": lambda r: gen_baseline(0.0, n_base, seed0 + r),
+            "generate_shard noise 0": lambda r: gen_in_process(0.0, n_local, seed0 + r),
+            "generate_shard noise 1.0": lambda r: gen_in_process(1.0, n_noise, seed0 + r),
+        },
     )
+    rates, det = res["baseline (pure Python + networkx)"]
     measures.append(
         Measure(
             "baseline",
@@ -593,9 +655,7 @@ def main(argv: list[str] | None = None) -> int:
             extra={"runs": det},
         )
     )
-
-    # 1. generate_shard in-process
-    rates, det = repeat(reps, "generate_shard in-process", lambda r: gen_in_process(0.0, n_local, seed0 + r))
+    rates, det = res["generate_shard noise 0"]
     measures.append(
         Measure(
             "in_process",
@@ -610,14 +670,13 @@ def main(argv: list[str] | None = None) -> int:
     measures.append(
         Measure(
             "in_process_rejected",
-            "  rejected candidates (per run)",
+            f"  rejected candidates (of {n_local:,} per run)",
             "candidates",
             [float(d["rejected"]) for d in det],
+            integer=True,
         )
     )
-
-    # 3. noise 1.0: the cost of distractors
-    rates, det = repeat(reps, "generate_shard noise 1.0", lambda r: gen_in_process(1.0, n_noise, seed0 + r))
+    rates, det = res["generate_shard noise 1.0"]
     measures.append(
         Measure(
             "in_process_noise1",
@@ -642,11 +701,14 @@ def main(argv: list[str] | None = None) -> int:
         window = max(2, 3 * workers * spec.threads_per_worker)  # as generate_instances does
         _log(f"LocalCluster up in {startup:.2f}s with {workers} workers, window {window}")
         t1 = time.perf_counter()
-        gen_cluster(client, 200 * window, 7, window)  # warm-up: imports in every worker
+        gen_cluster(client, 20 * window, 7, window, shard_size=20)  # warm-up: imports in every worker
         warmup = time.perf_counter() - t1
-        rates, det = repeat(
-            reps, "sample_family on LocalCluster", lambda r: gen_cluster(client, n_cluster, seed0 + r, window)
+        res = run_rounds(
+            reps,
+            {"sample_family on LocalCluster": lambda r: gen_cluster(client, n_cluster, seed0 + r, window)},
         )
+        rates, det = res["sample_family on LocalCluster"]
+        cluster_det = det
     measures.append(
         Measure(
             "cluster",
@@ -658,6 +720,19 @@ def main(argv: list[str] | None = None) -> int:
             extra={"runs": det, "workers": workers, "window": window},
         )
     )
+    cpu_count = os.cpu_count() or 1
+    projected = [d["certified"] / d["own_cpu_s"] * cpu_count for d in det if d.get("own_cpu_s")]
+    if projected:
+        measures.append(
+            Measure(
+                "cluster_projected",
+                f"  projection for {cpu_count} idle cores (certified per CPU-s x {cpu_count})",
+                "certified/s",
+                projected,
+                baseline="baseline",
+                vs_paper=True,
+            )
+        )
     measures.append(Measure("cluster_startup", "  LocalCluster start-up (once, not in rate)", "s", [startup]))
     measures.append(Measure("cluster_warmup", "  first sample_family (warm-up, not in rate)", "s", [warmup]))
 
@@ -666,14 +741,16 @@ def main(argv: list[str] | None = None) -> int:
         inputs = scoring_inputs(noise, n_score, 99)
         tag = f"noise {noise:g}"
         time_scoring(inputs[:5], 0.0)
-        rates, det = repeat(reps, f"score_plan {tag}", lambda r, i=inputs: time_scoring(i, min_s))
+        res = run_rounds(reps, {f"score_plan {tag}": lambda r, i=inputs: time_scoring(i, min_s)})
+        rates, det = res[f"score_plan {tag}"]
         measures.append(
             Measure(
                 f"score_{tag}", f"score_plan on gold plans ({tag})", "attempts/s", rates, extra={"runs": det}
             )
         )
         if noise == 0.0:
-            rates, det = repeat(reps, "parse_plan", lambda r, i=inputs: time_parsing(i, min_s))
+            res = run_rounds(reps, {"parse_plan": lambda r, i=inputs: time_parsing(i, min_s)})
+            rates, det = res["parse_plan"]
             measures.append(
                 Measure(
                     "parse", "parse_plan on formatted gold plans", "answers/s", rates, extra={"runs": det}
@@ -707,6 +784,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{'MET' if met else 'NOT MET'} ({cluster_rate:,.0f}/s)"
     )
 
+    cluster_others = [d["others_cores"] for d in cluster_det if "others_cores" in d]
+    if cluster_others and projected and statistics.median(cluster_others) >= 0.25:
+        print(
+            f"note: other processes kept {statistics.median(cluster_others):.1f} of {cpu_count} cores busy "
+            f"during the LocalCluster runs; the CPU-time projection for an idle machine is "
+            f"{statistics.median(projected):,.0f}/s (a projection, not a measurement)."
+        )
+
     if args.json:
         by_key = {m.key: m for m in measures}
         out = {
@@ -721,6 +806,7 @@ def main(argv: list[str] | None = None) -> int:
                 "platform": platform.platform(),
             },
             "goal": {"rate": GOAL_RATE, "measured": cluster_rate, "met": met},
+            "others_cores_during_cluster": statistics.median(cluster_others) if cluster_others else None,
             "paper_rate": PAPER_RATE,
             "measures": [
                 {

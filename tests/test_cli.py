@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CONFIGS
 
+from conftest import CONFIGS
 from horizonbench.cli.main import main
 
 
@@ -74,7 +74,12 @@ def test_missing_config_file(tmp_path, capsys):
 
 
 def test_bad_command_line_exits_2(capsys):
-    for argv in (["run"], ["frobnicate"], ["generate", "--config"], ["run", "--config", "x", "--out", "y", "--workers", "two"]):
+    for argv in (
+        ["run"],
+        ["frobnicate"],
+        ["generate", "--config"],
+        ["run", "--config", "x", "--out", "y", "--workers", "two"],
+    ):
         with pytest.raises(SystemExit) as exc:
             main(argv)
         assert exc.value.code == 2
@@ -110,7 +115,10 @@ def test_run_end_to_end_in_a_fresh_process_without_prefect_server(tmp_path):
     exe = Path(sys.executable).with_name("horizonbench")
     proc = subprocess.run(
         [str(exe), "run", "--config", str(CONFIGS / "small.yaml"), "--out", str(out), "--no-progress"],
-        env=env, capture_output=True, text=True, timeout=600,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = out / "report" / "index.html"

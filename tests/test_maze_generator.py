@@ -24,7 +24,7 @@ from horizonbench.datasets.maze.simulator import replay, score_plan
 from horizonbench.datasets.shards import candidate_seed, generate_shard
 
 FAMILY = MazeFamily()
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 ROOM = r"([A-Z]+[0-9]+)"
 TEMPLATES = {
@@ -95,7 +95,17 @@ def with_(params: MazeParams, **changes: object) -> MazeParams:
 
 @pytest.mark.parametrize(
     ("col", "name"),
-    [(0, "A"), (1, "B"), (25, "Z"), (26, "AA"), (27, "AB"), (51, "AZ"), (52, "BA"), (701, "ZZ"), (702, "AAA")],
+    [
+        (0, "A"),
+        (1, "B"),
+        (25, "Z"),
+        (26, "AA"),
+        (27, "AB"),
+        (51, "AZ"),
+        (52, "BA"),
+        (701, "ZZ"),
+        (702, "AAA"),
+    ],
 )
 def test_column_letters(col: int, name: str) -> None:
     assert column_letters(col) == name
@@ -155,8 +165,10 @@ def test_kruskal_tree_is_spanning_tree(rows: int, cols: int, seed: int) -> None:
 
 
 def test_kruskal_trees_vary_with_seed() -> None:
-    trees = {tuple(zip(*(a.tolist() for a in kruskal_tree(6, 6, np.random.default_rng(s))), strict=True))
-             for s in range(20)}
+    trees = {
+        tuple(zip(*(a.tolist() for a in kruskal_tree(6, 6, np.random.default_rng(s))), strict=True))
+        for s in range(20)
+    }
     assert len(trees) > 15
 
 
@@ -354,8 +366,10 @@ def test_facts_are_well_formed_and_true(params: MazeParams, seed: int) -> None:
     names = room_index(rows, cols)
     # the maze is built from stream 0 of the seed, Kruskal first
     tu, tv = kruskal_tree(rows, cols, np.random.default_rng([seed, 0]))
-    tree = {frozenset((room_names(rows, cols)[a], room_names(rows, cols)[b]))
-            for a, b in zip(tu.tolist(), tv.tolist(), strict=True)}
+    tree = {
+        frozenset((room_names(rows, cols)[a], room_names(rows, cols)[b]))
+        for a, b in zip(tu.tolist(), tv.tolist(), strict=True)
+    }
 
     kinds: dict[str, int] = {}
     conn: dict[frozenset[str], str] = {}
@@ -467,7 +481,7 @@ def test_generate_shard_keep_lengths_drops_rows_but_keeps_lengths() -> None:
     lo, hi = sorted(lengths)[10], sorted(lengths)[30]
     cut = generate_shard("maze", params, 3, 0, 40, keep_lengths=(lo, hi))
     assert [t[1] for t in cut] == lengths
-    for (i, length, row, rej), (_, _, full_row, _) in zip(cut, full, strict=True):
+    for (_, length, row, rej), (_, _, full_row, _) in zip(cut, full, strict=True):
         assert rej is None
         if lo <= length < hi:
             assert row == full_row

@@ -8,8 +8,8 @@ import re
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from conftest import CONFIGS
 
+from conftest import CONFIGS
 from horizonbench.schemas.config import parse_config
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, SCHEMA_VERSION, SCORES_SCHEMA
 

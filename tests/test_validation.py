@@ -52,13 +52,33 @@ def test_broken_instances_fail_naming_the_column(tmp_path, column, value, expect
 
 def _scores(**override: Any) -> pa.Table:
     row = {
-        "model": "m", "instance_id": "maze-1", "family": "maze", "sample": 0, "solution_length": 9,
-        "num_keys": 1, "noise_ratio": 0.0, "shuffle_ratio": 1.0, "success": True, "valid": True,
-        "exact_match": True, "progress_ratio": 1.0, "precision": 1.0, "recall": 1.0,
-        "plan_length": 9, "violation": None, "first_violation_step": None, "parse_error": None,
+        "model": "m",
+        "instance_id": "maze-1",
+        "family": "maze",
+        "sample": 0,
+        "solution_length": 9,
+        "num_keys": 1,
+        "noise_ratio": 0.0,
+        "shuffle_ratio": 1.0,
+        "success": True,
+        "valid": True,
+        "exact_match": True,
+        "progress_ratio": 1.0,
+        "precision": 1.0,
+        "recall": 1.0,
+        "plan_length": 9,
+        "violation": None,
+        "first_violation_step": None,
+        "parse_error": None,
     }
-    second = row | {"sample": 1, "success": False, "valid": False, "violation": "locked_door",
-                    "progress_ratio": 0.5, "first_violation_step": 4}
+    second = row | {
+        "sample": 1,
+        "success": False,
+        "valid": False,
+        "violation": "locked_door",
+        "progress_ratio": 0.5,
+        "first_violation_step": 4,
+    }
     return pa.Table.from_pylist([row | override, second], schema=SCORES_SCHEMA)
 
 
@@ -110,4 +130,8 @@ def test_failed_suite_stops_the_flow_and_promotes_nothing(prefect_server, tmp_pa
     assert not (tmp_path / "instances" / "lying_maze" / "part-0.parquet").exists()
     assert not (tmp_path / "manifest.json").exists()
     assert not (tmp_path / "attempts").exists()
-    assert (tmp_path / "validation" / "instances__lying_maze.md").read_text().startswith("# instances/lying_maze: FAILED")
+    assert (
+        (tmp_path / "validation" / "instances__lying_maze.md")
+        .read_text()
+        .startswith("# instances/lying_maze: FAILED")
+    )

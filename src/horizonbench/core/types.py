@@ -47,8 +47,8 @@ class Score:
     ``violation`` is ``None`` for a successful plan; otherwise one of the family's
     violation categories (for mazes: ``non_adjacent_move``, ``locked_door``, ...).
     ``first_violation_step`` is the 0-based index of the offending action, or
-    ``None`` when the plan is valid (a valid but suboptimal plan has its violation
-    at the step where it exceeds the optimal length).
+    ``None`` when the plan succeeds. A legal but suboptimal plan has its violation at
+    the first action that leaves every optimal plan.
     """
 
     success: bool

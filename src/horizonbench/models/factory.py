@@ -4,9 +4,10 @@ Keys come only from environment variables named in the config (``api_key_env``),
 from the config itself, so configs can be committed and shared. Errors name the
 variable, never a value.
 
-Prefect Secret blocks are deliberately not consulted: loading a block needs the Prefect
-API (a server, or an ephemeral one Prefect would start), and building a model must work
-offline and without side effects. Export the secret into the environment instead.
+A spec may instead name a Prefect Secret block (``api_key_block``), used when the
+environment variable is not set. Loading a block needs the Prefect API, which the
+pipeline always has (a configured server or Prefect's temporary one), so blocks are
+read only at evaluation time, inside the flow.
 """
 
 from __future__ import annotations
@@ -38,15 +39,30 @@ def api_key_for(spec: ModelSpec, environ: Mapping[str, str] = os.environ) -> str
     if spec.provider == "offline":
         return None
     env_name = spec.api_key_env or DEFAULT_API_KEY_ENV.get(spec.provider)
-    if env_name is None:
+    if env_name is None and spec.api_key_block is None:
         return None
-    key = environ.get(env_name, "").strip()
+    key = environ.get(env_name, "").strip() if env_name else ""
+    if not key and spec.api_key_block:
+        key = _secret_block(spec)
     if not key:
+        where = f"the environment variable {env_name}"
+        if spec.api_key_block:
+            where += f" or the Prefect Secret block {spec.api_key_block!r}"
         raise ConfigError(
-            f"model {spec.name!r} (provider {spec.provider!r}) needs an API key in the "
-            f"environment variable {env_name}, which is not set"
+            f"model {spec.name!r} (provider {spec.provider!r}) needs an API key in {where}, which is not set"
         )
     return key
+
+
+def _secret_block(spec: ModelSpec) -> str:
+    """The value of the spec's Prefect Secret block, or "" when there is no such block."""
+    from prefect.blocks.system import Secret
+
+    try:
+        value = Secret.load(spec.api_key_block).get()
+    except ValueError:  # Prefect raises ValueError for a block that does not exist
+        return ""
+    return str(value).strip()
 
 
 def build_model(spec: ModelSpec, environ: Mapping[str, str] = os.environ) -> Model:

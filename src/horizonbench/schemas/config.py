@@ -85,6 +85,8 @@ class ModelSpec(_Strict):
     base_url: str | None = None
     #: name of the environment variable holding the API key (never the key itself)
     api_key_env: str | None = None
+    #: name of a Prefect Secret block holding the key, used when the variable is unset
+    api_key_block: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$")
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
     max_concurrency: int = Field(default=4, ge=1, le=256)
@@ -139,6 +141,8 @@ class DaskSpec(_Strict):
 
 class AnalysisSpec(_Strict):
     bootstrap: int = Field(default=200, ge=0, le=100_000)
+    #: width of the L-bins the per-length table and the WLS fit use (the paper: 1)
+    bin_width: int = Field(default=1, ge=1, le=1000)
     #: bins with fewer attempts than this are left out of the WLS fit
     min_attempts_per_bin: int = Field(default=1, ge=1)
 

@@ -18,15 +18,17 @@ from horizonbench.tasks.storage import write_table
 
 
 def analyse_scores(
-    scores: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int
+    scores: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int, bin_width: int = 1
 ) -> dict[str, pd.DataFrame]:
     """All analysis tables, each with a leading ``family`` column."""
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in ANALYSIS_SCHEMAS}
     for family, df in scores.groupby("family", sort=True):
         tables = {
             "overall": summary.overall(df),
-            "by_length": summary.success_by_length(df),
-            "fits": summary.fit_all(df, bootstrap=bootstrap, seed=seed, min_attempts_per_bin=min_attempts),
+            "by_length": summary.success_by_length(df, bin_width=bin_width),
+            "fits": summary.fit_all(
+                df, bootstrap=bootstrap, seed=seed, min_attempts_per_bin=min_attempts, bin_width=bin_width
+            ),
             "violations": summary.violation_counts(df),
             "first_violations": summary.first_violation_hist(df),
         }
@@ -50,7 +52,13 @@ def analyse(cfg: Config, run: str) -> dict[str, str]:
     logger = get_run_logger()
     run_dir = Path(run)
     scores = pq.read_table(run_dir / SCORES_REL, schema=SCORES_SCHEMA).to_pandas()
-    tables = analyse_scores(scores, cfg.analysis.bootstrap, cfg.run.seed, cfg.analysis.min_attempts_per_bin)
+    tables = analyse_scores(
+        scores,
+        cfg.analysis.bootstrap,
+        cfg.run.seed,
+        cfg.analysis.min_attempts_per_bin,
+        cfg.analysis.bin_width,
+    )
     paths = {}
     for name, df in tables.items():
         dest = run_dir / "analysis" / f"{name}.parquet"

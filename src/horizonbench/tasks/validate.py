@@ -19,18 +19,23 @@ from horizonbench.schemas.expectations import Suite, derived_columns
 from horizonbench.tasks.storage import write_json, write_text
 
 
-def run_suite(df: pd.DataFrame, table: str, suite: Suite) -> dict[str, Any]:
-    """Validate ``df`` with an ephemeral GX context; returns the JSON-able result."""
+def run_suite(df: pd.DataFrame, table: str, suite: Suite, docs_dir: Path | None = None) -> dict[str, Any]:
+    """Validate ``df`` with an ephemeral GX context; returns the JSON-able result.
+
+    With ``docs_dir``, GX also renders its data docs (suite and validation pages) there.
+    """
     import logging
     import os
 
-    os.environ.setdefault("TQDM_DISABLE", "1")  # GX draws a progress bar per validation
+    os.environ.setdefault("TQDM_DISABLE", "1")
     import great_expectations as gx  # slow import: only when validating
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     for name in ("great_expectations", "great_expectations.data_context.types.base"):
         logging.getLogger(name).setLevel(logging.WARNING)
 
     context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
     safe = table.replace("/", "__")
     source = context.data_sources.add_pandas(name=f"hb_{safe}")
     asset = source.add_dataframe_asset(name=safe)
@@ -41,8 +46,26 @@ def run_suite(df: pd.DataFrame, table: str, suite: Suite) -> dict[str, Any]:
     definition = context.validation_definitions.add(
         gx.ValidationDefinition(name=f"validate_{safe}", data=batch, suite=gx_suite)
     )
-    result = definition.run(batch_parameters={"dataframe": derived_columns(table, df)})
-    return result.to_json_dict()
+    actions = []
+    if docs_dir is not None:
+        context.add_data_docs_site(
+            site_name="horizonbench",
+            site_config={
+                "class_name": "SiteBuilder",
+                "store_backend": {
+                    "class_name": "TupleFilesystemStoreBackend",
+                    "base_directory": str(docs_dir),
+                },
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+        actions.append(gx.checkpoint.UpdateDataDocsAction(name="docs", site_names=["horizonbench"]))
+    checkpoint = context.checkpoints.add(
+        gx.Checkpoint(name=f"check_{safe}", validation_definitions=[definition], actions=actions)
+    )
+    result = checkpoint.run(batch_parameters={"dataframe": derived_columns(table, df)})
+    (only,) = result.run_results.values()
+    return only.to_json_dict()
 
 
 def failures(result: dict[str, Any]) -> list[str]:
@@ -69,8 +92,8 @@ def failures(result: dict[str, Any]) -> list[str]:
 
 
 def validate_frame(df: pd.DataFrame, table: str, suite: Suite, run: Path) -> dict[str, Any]:
-    result = run_suite(df, table, suite)
     safe = table.replace("/", "__")
+    result = run_suite(df, table, suite, docs_dir=run / "validation" / "data_docs")
     write_json(result, run / "validation" / f"{safe}.json")
     stats = result.get("statistics", {})
     summary = {

@@ -90,7 +90,9 @@ def world_from_facts(facts: list[str]) -> World:
         elif kind == "requires":
             requires[(g[0], g[1])] = int(g[2])
         elif kind == "key":
-            world.keys_in_room.setdefault(world.room(g[1]), []).append(int(g[0]))
+            keys = world.keys_in_room.setdefault(world.room(g[1]), [])
+            if int(g[0]) not in keys:  # a repeated fact is one key, not two
+                keys.append(int(g[0]))
         elif kind == "bob":
             world.start = world.room(g[0])
         else:

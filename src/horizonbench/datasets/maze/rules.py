@@ -29,6 +29,7 @@ VIOLATIONS = (
     "unlock_without_use_key",
     "not_locked",
     "rescue_elsewhere",
+    "rescue_wrong_target",
     "no_rescue",
     "after_rescue",
     "unknown_action",
@@ -142,6 +143,8 @@ def apply(world: World, state: State, step: Step) -> tuple[State, str | None]:
     if action == "rescue":
         if room != world.goal:
             return state, "rescue_elsewhere"
+        if step.arg.strip().lower() != RESCUE_TARGET.lower():
+            return state, "rescue_wrong_target"
         return state, None
     # "start" anywhere but first
     return state, "bad_start"
