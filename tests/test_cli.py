@@ -108,14 +108,16 @@ def test_families(capsys):
 
 @pytest.mark.flow
 def test_run_end_to_end_in_a_fresh_process_without_prefect_server(tmp_path):
-    """What a new user does: the installed command, no PREFECT_API_URL, a new PREFECT_HOME."""
+    """What a new user does: the installed command, no PREFECT_API_URL, a new PREFECT_HOME,
+    and a relative --out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["PREFECT_HOME"] = str(tmp_path / "prefect-home")
     out = tmp_path / "run"
     exe = Path(sys.executable).with_name("horizonbench")
     proc = subprocess.run(
-        [str(exe), "run", "--config", str(CONFIGS / "small.yaml"), "--out", str(out), "--no-progress"],
+        [str(exe), "run", "--config", str(CONFIGS / "small.yaml"), "--out", "run", "--no-progress"],
         env=env,
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=600,

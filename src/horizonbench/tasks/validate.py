@@ -54,7 +54,7 @@ def run_suite(df: pd.DataFrame, table: str, suite: Suite, docs_dir: Path | None 
                 "class_name": "SiteBuilder",
                 "store_backend": {
                     "class_name": "TupleFilesystemStoreBackend",
-                    "base_directory": str(docs_dir),
+                    "base_directory": str(docs_dir.resolve()),
                 },
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
             },
