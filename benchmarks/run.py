@@ -712,7 +712,7 @@ def main(argv: list[str] | None = None) -> int:
     measures.append(
         Measure(
             "cluster",
-            f"sample_family, LocalCluster {workers} workers",
+            f"sample_family, LocalCluster {workers} worker{'s' if workers > 1 else ''}",
             "certified/s",
             rates,
             baseline="baseline",
@@ -721,12 +721,15 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     cpu_count = os.cpu_count() or 1
-    projected = [d["certified"] / d["own_cpu_s"] * cpu_count for d in det if d.get("own_cpu_s")]
+    # the cluster can use at most one core per worker thread
+    cores = min(cpu_count, workers * spec.threads_per_worker)
+    projected = [d["certified"] / d["own_cpu_s"] * cores for d in det if d.get("own_cpu_s")]
     if projected:
         measures.append(
             Measure(
                 "cluster_projected",
-                f"  projection for {cpu_count} idle cores (certified per CPU-s x {cpu_count})",
+                f"  projection for {cores} idle core{'s' if cores > 1 else ''} "
+                f"(certified per CPU-s x {cores})",
                 "certified/s",
                 projected,
                 baseline="baseline",

@@ -96,9 +96,7 @@ class AnthropicModel:
         usage = response.usage
         input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "output_tokens", 0) or 0)
-        cost = (
-            input_tokens * self._spec.input_cost_per_mtok + output_tokens * self._spec.output_cost_per_mtok
-        ) / 1e6
+        cost = self._spec.cost_usd(input_tokens, output_tokens)
         return Completion(
             text=text,
             finish_reason=map_stop_reason(response.stop_reason),

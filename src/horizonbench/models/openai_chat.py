@@ -96,9 +96,7 @@ class OpenAIChatModel:
         usage = response.usage
         input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = (
-            input_tokens * self._spec.input_cost_per_mtok + output_tokens * self._spec.output_cost_per_mtok
-        ) / 1e6
+        cost = self._spec.cost_usd(input_tokens, output_tokens)
         return Completion(
             # content is None for refusals and tool calls: an empty answer fails parsing
             text=choice.message.content or "",

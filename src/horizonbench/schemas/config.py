@@ -96,6 +96,10 @@ class ModelSpec(_Strict):
     output_cost_per_mtok: float = Field(default=0.0, ge=0)
     settings: GenerationSettings | None = None
 
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        """What a call cost at the configured per-million-token prices."""
+        return (input_tokens * self.input_cost_per_mtok + output_tokens * self.output_cost_per_mtok) / 1e6
+
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
         if self.provider == "offline":

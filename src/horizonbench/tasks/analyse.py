@@ -66,5 +66,6 @@ def analyse(cfg: Config, run: str) -> dict[str, str]:
         paths[name] = str(dest)
     fits = tables["fits"]
     for r in fits.itertuples():
-        logger.info("%s/%s %s: L0 = %.1f [%s, %s]", r.family, r.model, r.method, r.L0, r.L0_low, r.L0_high)
+        ci = "" if pd.isna(r.L0_low) else f" (interval {r.L0_low:.1f} to {r.L0_high:.1f})"
+        logger.info("%s/%s %s: L0 = %.1f%s", r.family, r.model, r.method, r.L0, ci)
     return paths
