@@ -22,10 +22,14 @@ SCORES_REL = "scores/scores.parquet"
 def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """One score row per attempt that got an answer. Failed calls are not scored: a
     provider outage is not a reasoning failure, and a rerun will retry them."""
-    out = []
+    out: list[tuple[int, dict[str, Any]]] = []
     families: dict[str, Any] = {}
+    # visit each instance's attempts together (families cache per-instance work), then
+    # restore the attempts' order
+    order = sorted(range(len(attempts)), key=lambda i: (attempts[i]["family"], attempts[i]["instance_id"]))
     with prog.progress("score", len(attempts)) as bar:
-        for att in attempts:
+        for i in order:
+            att = attempts[i]
             bar.advance()
             if att["error"] is not None or att["response"] is None:
                 continue
@@ -34,28 +38,31 @@ def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, An
             parsed = fam.parse_answer(att["response"])
             s = fam.score(row, parsed)
             out.append(
-                {
-                    "model": att["model"],
-                    "instance_id": att["instance_id"],
-                    "family": att["family"],
-                    "sample": att["sample"],
-                    "solution_length": row["solution_length"],
-                    "num_keys": row.get("num_keys"),
-                    "noise_ratio": row.get("noise_ratio"),
-                    "shuffle_ratio": row.get("shuffle_ratio"),
-                    "success": s.success,
-                    "valid": s.valid,
-                    "exact_match": s.exact_match,
-                    "progress_ratio": s.progress_ratio,
-                    "precision": s.precision,
-                    "recall": s.recall,
-                    "plan_length": s.plan_length,
-                    "violation": s.violation,
-                    "first_violation_step": s.first_violation_step,
-                    "parse_error": s.extra.get("parse_error") if s.extra else None,
-                }
+                (
+                    i,
+                    {
+                        "model": att["model"],
+                        "instance_id": att["instance_id"],
+                        "family": att["family"],
+                        "sample": att["sample"],
+                        "solution_length": row["solution_length"],
+                        "num_keys": row.get("num_keys"),
+                        "noise_ratio": row.get("noise_ratio"),
+                        "shuffle_ratio": row.get("shuffle_ratio"),
+                        "success": s.success,
+                        "valid": s.valid,
+                        "exact_match": s.exact_match,
+                        "progress_ratio": s.progress_ratio,
+                        "precision": s.precision,
+                        "recall": s.recall,
+                        "plan_length": s.plan_length,
+                        "violation": s.violation,
+                        "first_violation_step": s.first_violation_step,
+                        "parse_error": s.extra.get("parse_error") if s.extra else None,
+                    },
+                )
             )
-    return out
+    return [row for _, row in sorted(out, key=lambda pair: pair[0])]
 
 
 @task(name="score", cache_policy=NONE)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from horizonbench.datasets.maze.facts import World
-from horizonbench.datasets.maze.rules import State, successors
+from horizonbench.datasets.maze.rules import State, transitions
 
 
 @dataclass
@@ -49,7 +49,7 @@ def solve(world: World, *, track: bool = False, max_states: int = 2_000_000) -> 
         d1 = depth + 1
         for s in frontier:
             c = count[s]
-            for _, t in successors(world, s):
+            for _, _, t in transitions(world, s):
                 d = dist.get(t)
                 if d is None:
                     dist[t] = d1

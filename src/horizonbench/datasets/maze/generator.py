@@ -18,15 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from horizonbench.core.types import Step
 from horizonbench.datasets.maze import facts as F
 from horizonbench.datasets.maze.grid import (
-    adjacency,
     bfs_tree,
-    kruskal_tree,
     path_from_predecessors,
+    random_spanning_tree,
     room_names,
+    tree_edges,
+    without_edges,
 )
 from horizonbench.datasets.maze.rules import RESCUE_TARGET
 
@@ -54,7 +56,7 @@ def _edge(a: int, b: int) -> Edge:
 
 
 def _rewind(
-    n: int, tree_u: np.ndarray, tree_v: np.ndarray, target_keys: int, rng: np.random.Generator
+    n: int, tree: csr_matrix, target_keys: int, rng: np.random.Generator
 ) -> tuple[int, int, list[tuple[int, Edge, list[int]]]]:
     """Algorithm 1. Returns (start, goal, segments in forward order).
 
@@ -65,18 +67,10 @@ def _rewind(
     x = goal
     locked: list[Edge] = []
     segments: list[tuple[int, Edge, list[int]]] = []
-    full_adj = adjacency(n, tree_u, tree_v)
     for _ in range(target_keys):
-        if locked:
-            keep = np.ones(tree_u.shape[0], dtype=bool)
-            lock_set = set(locked)
-            for i, (a, b) in enumerate(zip(tree_u.tolist(), tree_v.tolist(), strict=True)):
-                if (a, b) in lock_set:
-                    keep[i] = False
-            adj = adjacency(n, tree_u[keep], tree_v[keep])
-        else:
-            adj = full_adj
-        order, pred = bfs_tree(adj, x)
+        # the breadth-first order of the tree minus the locked doors is exactly the
+        # set of cells reachable from x without crossing one
+        order, pred = bfs_tree(without_edges(tree, locked), x)
         if order.shape[0] < 2:
             break
         c_key = int(order[1 + int(rng.integers(order.shape[0] - 1))])
@@ -87,7 +81,7 @@ def _rewind(
         segments.append((c_key, door, path[::-1]))  # forward: c_key ... x
         x = c_key
     if not segments:
-        order, pred = bfs_tree(full_adj, goal)
+        order, pred = bfs_tree(tree, goal)
         start = int(order[1 + int(rng.integers(order.shape[0] - 1))])
         return start, goal, [(-1, (-1, -1), path_from_predecessors(pred, goal, start)[::-1])]
     segments.reverse()
@@ -177,16 +171,21 @@ def generate_maze(
     n = rows * cols
     names = room_names(rows, cols)
     rng = np.random.default_rng([seed, 0])
-    tree_u, tree_v = kruskal_tree(rows, cols, rng)
-    start, goal, segments = _rewind(n, tree_u, tree_v, target_keys, rng)
+    tree = random_spanning_tree(rows, cols, rng)
+    tree_u, tree_v = tree_edges(tree)
+    start, goal, segments = _rewind(n, tree, target_keys, rng)
     path_doors = [door for c, door, _ in segments if c >= 0]
 
     # decoy locked doors off the gold path, with their keys anywhere in the maze
+    # tree edges come sorted by (u, v), so their codes u * n + v are sorted too
     codes = tree_u.astype(np.int64) * n + tree_v
-    path_codes = [
-        min(a, b) * n + max(a, b) for _, _, path in segments for a, b in zip(path, path[1:], strict=False)
-    ]
-    off_idx = np.flatnonzero(~np.isin(codes, np.array(path_codes, dtype=np.int64)))
+    path_codes = np.array(
+        [min(a, b) * n + max(a, b) for _, _, path in segments for a, b in zip(path, path[1:], strict=False)],
+        dtype=np.int64,
+    )
+    on_path = np.zeros(codes.shape[0], dtype=bool)
+    on_path[np.searchsorted(codes, path_codes)] = True
+    off_idx = np.flatnonzero(~on_path)
     n_off = int(off_idx.shape[0])
     n_decoys = min(decoy_doors, n_off)
     decoy_pick = rng.choice(n_off, size=n_decoys, replace=False) if n_decoys else np.zeros(0, int)

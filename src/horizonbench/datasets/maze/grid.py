@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from scipy.sparse import coo_matrix, csr_matrix
+from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order, minimum_spanning_tree
 
 
@@ -38,37 +38,65 @@ def room_index(rows: int, cols: int) -> dict[str, int]:
 
 @lru_cache(maxsize=64)
 def grid_edges(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
-    """All wall positions of the grid as (u, v) cell arrays with u < v."""
+    """All wall positions of the grid as (u, v) cell arrays, u < v, sorted by (u, v)."""
     idx = np.arange(rows * cols).reshape(rows, cols)
-    hu, hv = idx[:, :-1].ravel(), idx[:, 1:].ravel()
-    vu, vv = idx[:-1, :].ravel(), idx[1:, :].ravel()
-    u = np.concatenate([hu, vu]).astype(np.int32)
-    v = np.concatenate([hv, vv]).astype(np.int32)
+    u = np.concatenate([idx[:, :-1].ravel(), idx[:-1, :].ravel()]).astype(np.int32)
+    v = np.concatenate([idx[:, 1:].ravel(), idx[1:, :].ravel()]).astype(np.int32)
+    order = np.lexsort((v, u))
+    u, v = u[order], v[order]
     u.setflags(write=False)
     v.setflags(write=False)
     return u, v
 
 
-def kruskal_tree(rows: int, cols: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+@lru_cache(maxsize=64)
+def _grid_csr(rows: int, cols: int) -> csr_matrix:
+    """The grid graph as an upper-triangular CSR whose data follow ``grid_edges`` order."""
+    u, v = grid_edges(rows, cols)
+    n = rows * cols
+    return csr_matrix((np.ones(u.shape[0]), (u, v)), shape=(n, n))
+
+
+def random_spanning_tree(rows: int, cols: int, rng: np.random.Generator) -> csr_matrix:
     """A random spanning tree of the grid: Kruskal's algorithm over random edge weights.
 
     scipy's minimum spanning tree is Kruskal's algorithm in C; random distinct weights
-    make it the classic randomised-Kruskal maze. Returns tree edges (u, v), u < v.
+    make it the classic randomised-Kruskal maze. Returns the tree as an n x n CSR
+    matrix holding each tree edge once, at (u, v) with u < v.
     """
-    u, v = grid_edges(rows, cols)
-    n = rows * cols
-    weights = 1.0 + rng.random(u.shape[0])
-    mst = minimum_spanning_tree(coo_matrix((weights, (u, v)), shape=(n, n)).tocsr()).tocoo()
-    a, b = mst.row.astype(np.int32), mst.col.astype(np.int32)
-    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    graph = _grid_csr(rows, cols).copy()
+    graph.data = 1.0 + rng.random(graph.data.shape[0])
+    tree = minimum_spanning_tree(graph)
+    tree.sort_indices()
+    return tree
+
+
+def tree_edges(tree: csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    """The (u, v) edge arrays of a tree from :func:`random_spanning_tree`, sorted by (u, v)."""
+    u = np.repeat(np.arange(tree.shape[0], dtype=np.int32), np.diff(tree.indptr))
+    v = tree.indices.astype(np.int32)
+    lo, hi = np.minimum(u, v), np.maximum(u, v)
     order = np.lexsort((hi, lo))
     return lo[order], hi[order]
 
 
-def adjacency(n: int, u: np.ndarray, v: np.ndarray) -> csr_matrix:
-    """Symmetric unweighted adjacency of an undirected edge list."""
-    data = np.ones(2 * u.shape[0], dtype=np.int8)
-    return csr_matrix((data, (np.concatenate([u, v]), np.concatenate([v, u]))), shape=(n, n))
+def kruskal_tree(rows: int, cols: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """The edges (u, v), u < v, of :func:`random_spanning_tree`."""
+    return tree_edges(random_spanning_tree(rows, cols, rng))
+
+
+def without_edges(tree: csr_matrix, edges: list[tuple[int, int]]) -> csr_matrix:
+    """The tree with some edges (given low cell first) removed: locked doors cut it."""
+    if not edges:
+        return tree
+    cut = tree.copy()
+    for a, b in edges:
+        for row, col in ((a, b), (b, a)):
+            lo, hi = cut.indptr[row], cut.indptr[row + 1]
+            hit = np.flatnonzero(cut.indices[lo:hi] == col)
+            cut.data[lo + hit] = 0.0
+    cut.eliminate_zeros()
+    return cut
 
 
 def bfs_tree(adj: csr_matrix, source: int) -> tuple[np.ndarray, np.ndarray]:

@@ -66,40 +66,66 @@ def door_bits(world: World) -> dict[tuple[int, int], int]:
     return bits
 
 
-def successors(world: World, state: State) -> list[tuple[Step, State]]:
-    """Every legal action from ``state`` except ``rescue`` (the search handles the goal).
+def _tables(world: World) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[int, int, str]]]]:
+    """Per room: (neighbour, door bit or 0, key or -1) and (key, key bit, key name).
+
+    Built once per world; the search touches every room many times.
+    """
+    tables = getattr(world, "_tables", None)
+    if tables is None:
+        bits = door_bits(world)
+        nbrs = []
+        for room, adj in enumerate(world.adj):
+            row = []
+            for nb in adj:
+                door = door_key(room, nb)
+                if door in world.locks:
+                    key = world.locks[door]
+                    row.append((nb, bits[door], -1 if key is None else key))
+                else:
+                    row.append((nb, 0, -1))
+            nbrs.append(row)
+        keys = [[(k, 1 << k, str(k)) for k in world.keys_in_room.get(r, ())] for r in range(len(world.rooms))]
+        tables = (nbrs, keys)
+        world._tables = tables  # type: ignore[attr-defined]
+    return tables
+
+
+def transitions(world: World, state: State) -> list[tuple[str, str, State]]:
+    """Every legal action from ``state`` except ``rescue``, as (action, argument, next state).
 
     ``use_key`` is offered only next to a door that key opens: announcing a key with
     no door to open is never part of a shortest plan, and leaving it out keeps the
-    search small.
+    search small. Plain tuples, because the certificate's search calls this for every
+    state it visits.
     """
     room, held, unlocked, pending = state
-    bits = door_bits(world)
+    nbrs, keys = _tables(world)
     rooms = world.rooms
-    out: list[tuple[Step, State]] = []
+    out: list[tuple[str, str, State]] = []
     if pending >= 0:
-        for nb in world.adj[room]:
-            door = door_key(room, nb)
-            if door in world.locks and not unlocked & bits[door] and world.locks[door] == pending:
-                out.append(
-                    (Step("unlock_and_open_door_to", rooms[nb]), (room, held, unlocked | bits[door], -1))
-                )
+        for nb, bit, key in nbrs[room]:
+            if bit and not unlocked & bit and key == pending:
+                out.append(("unlock_and_open_door_to", rooms[nb], (room, held, unlocked | bit, -1)))
         return out
-    usable: set[int] = set()
-    for nb in world.adj[room]:
-        door = door_key(room, nb)
-        if door in world.locks and not unlocked & bits[door]:
-            key = world.locks[door]
-            if key is not None and held >> key & 1:
-                usable.add(key)
+    usable: list[int] = []
+    for nb, bit, key in nbrs[room]:
+        if bit and not unlocked & bit:
+            if key >= 0 and held >> key & 1 and key not in usable:
+                usable.append(key)
             continue
-        out.append((Step("move_to", rooms[nb]), (nb, held, unlocked, -1)))
-    for key in world.keys_in_room.get(room, ()):
-        if not held >> key & 1:
-            out.append((Step("pick_up_key", str(key)), (room, held | 1 << key, unlocked, -1)))
+        out.append(("move_to", rooms[nb], (nb, held, unlocked, -1)))
+    for _key, kbit, kname in keys[room]:
+        if not held & kbit:
+            out.append(("pick_up_key", kname, (room, held | kbit, unlocked, -1)))
     for key in sorted(usable):
-        out.append((Step("use_key", str(key)), (room, held, unlocked, key)))
+        out.append(("use_key", str(key), (room, held, unlocked, key)))
     return out
+
+
+def successors(world: World, state: State) -> list[tuple[Step, State]]:
+    """:func:`transitions` with each action as a :class:`Step`."""
+    return [(Step(a, arg), t) for a, arg, t in transitions(world, state)]
 
 
 def apply(world: World, state: State, step: Step) -> tuple[State, str | None]:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 
 from horizonbench.core.types import ParsedAnswer, Plan, Score, Step
-from horizonbench.datasets.maze.certificate import solve
+from horizonbench.datasets.maze.certificate import Solution, solve
 from horizonbench.datasets.maze.facts import World, world_from_facts
 from horizonbench.datasets.maze.rules import RESCUE_TARGET, State, apply, normalize_step
 
@@ -29,6 +30,17 @@ def _invalid(error: str | None) -> Score:
         first_violation_step=None,
         extra={"parse_error": error},
     )
+
+
+@lru_cache(maxsize=16)
+def certified_world(facts: tuple[str, ...]) -> tuple[World, Solution]:
+    """The world of a fact listing and its full search, shared by every attempt at it.
+
+    Scoring visits the attempts of one instance together, so a small cache turns one
+    search per attempt into one search per instance.
+    """
+    world = world_from_facts(list(facts))
+    return world, solve(world, track=True)
 
 
 def precision_recall(plan: Sequence[Step], gold: Sequence[Step]) -> tuple[float, float]:
@@ -54,8 +66,7 @@ def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
     plan = tuple(normalize_step(s) for s in parsed.plan)
     gold_n = tuple(normalize_step(s) for s in gold)
     n = len(gold_n)
-    world: World = world_from_facts(list(facts))
-    sol = solve(world, track=True)
+    world, sol = certified_world(tuple(facts))
     precision, recall = precision_recall(plan, gold_n)
     exact = plan == gold_n
 
