@@ -548,6 +548,38 @@ def time_scoring(
     return done / dt, {"attempts": done, "successes": successes, "seconds": round(dt, 3)}
 
 
+def noisy_inputs(
+    inputs: list[tuple[list[str], Any, str]], eps: float, seed: int
+) -> list[tuple[list[str], Any, Any]]:
+    """The same instances with answers from the noisy baseline: mostly failures, which
+    need the full search for their progress ratio (successes skip it)."""
+    import numpy as np
+
+    from horizonbench.datasets.maze.baselines import noisy_plan
+    from horizonbench.datasets.maze.facts import world_from_facts
+
+    rng = np.random.default_rng(seed)
+    return [(facts, gold, noisy_plan(gold, world_from_facts(facts), rng, eps)) for facts, gold, _ in inputs]
+
+
+def time_scoring_answers(
+    inputs: list[tuple[list[str], Any, Any]], min_seconds: float
+) -> tuple[float, dict[str, Any]]:
+    from horizonbench.core.types import ParsedAnswer
+    from horizonbench.datasets.maze.simulator import score_plan
+
+    done, successes = 0, 0
+    t0 = time.perf_counter()
+    while True:
+        for facts, gold, answer in inputs:
+            successes += score_plan(facts, gold, ParsedAnswer(plan=tuple(answer))).success
+        done += len(inputs)
+        dt = time.perf_counter() - t0
+        if dt >= min_seconds:
+            break
+    return done / dt, {"attempts": done, "successes": successes, "seconds": round(dt, 3)}
+
+
 def time_parsing(
     inputs: list[tuple[list[str], Any, str]], min_seconds: float
 ) -> tuple[float, dict[str, Any]]:
@@ -752,6 +784,18 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
         if noise == 0.0:
+            noisy = noisy_inputs(inputs, 0.05, 7)
+            res = run_rounds(reps, {"score noisy": lambda r, i=noisy: time_scoring_answers(i, min_s)})
+            rates, det = res["score noisy"]
+            measures.append(
+                Measure(
+                    "score_noisy",
+                    "score_plan on noisy answers, eps 0.05 (noise 0)",
+                    "attempts/s",
+                    rates,
+                    extra={"runs": det},
+                )
+            )
             res = run_rounds(reps, {"parse_plan": lambda r, i=inputs: time_parsing(i, min_s)})
             rates, det = res["parse_plan"]
             measures.append(

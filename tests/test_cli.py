@@ -86,6 +86,18 @@ def test_bad_command_line_exits_2(capsys):
     assert main(["run", "--config", "x", "--out", "y", "--workers", "0"]) == 2
 
 
+def test_missing_api_key_exits_2_before_writing(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("HB_TEST_ABSENT_KEY", raising=False)
+    cfg = _small()
+    cfg["evaluation"]["models"].append(
+        {"name": "gpt", "provider": "openai", "model": "gpt-x", "api_key_env": "HB_TEST_ABSENT_KEY"}
+    )
+    out = tmp_path / "out"
+    assert main(["run", "--config", str(_write(tmp_path, cfg)), "--out", str(out)]) == 2
+    assert "HB_TEST_ABSENT_KEY" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_refuses_a_folder_holding_another_configs_run(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()

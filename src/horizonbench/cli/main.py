@@ -124,6 +124,18 @@ def _check_out(out: Path, cfg: Any, overwrite: bool) -> str | None:
     return None
 
 
+def _check_api_keys(cfg: Any) -> None:
+    """Fail before writing anything when a model's key is missing from the environment.
+
+    Keys kept in Prefect Secret blocks are checked when the flow reads them.
+    """
+    from horizonbench.models.factory import api_key_for
+
+    for spec in cfg.evaluation.models:
+        if spec.provider != "offline" and spec.api_key_block is None:
+            api_key_for(spec)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "families":
@@ -141,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         cfg = _load(args)
+    except ConfigError as err:
+        return _fail(str(err), 2)
+    try:
+        if args.command != "generate":
+            _check_api_keys(cfg)
     except ConfigError as err:
         return _fail(str(err), 2)
     out = Path(args.out)

@@ -71,7 +71,6 @@ def sample_family(client: Any, family_name: str, spec: FamilySpec, root_seed: in
                         stop,
                         keep,
                         pure=False,
-                        key=f"shard-{family_name}-{root_seed}-{next_shard}-{id(selector)}",
                     )
                     next_shard += 1
                 result = inflight.pop(expected).result()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from horizonbench.datasets.maze.facts import World
-from horizonbench.datasets.maze.rules import State, transitions
+from horizonbench.datasets.maze.rules import State, tables_of, transitions
 
 
 @dataclass
@@ -37,6 +37,7 @@ def solve(world: World, *, track: bool = False, max_states: int = 2_000_000) -> 
     frontier = [s0]
     depth = 0
     goal = world.goal
+    tables = tables_of(world)
     while frontier:
         goals = [s for s in frontier if s[0] == goal and s[3] < 0]
         if goals:
@@ -49,7 +50,7 @@ def solve(world: World, *, track: bool = False, max_states: int = 2_000_000) -> 
         d1 = depth + 1
         for s in frontier:
             c = count[s]
-            for _, _, t in transitions(world, s):
+            for _, _, t in transitions(world, s, tables):
                 d = dist.get(t)
                 if d is None:
                     dist[t] = d1

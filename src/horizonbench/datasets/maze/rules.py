@@ -66,7 +66,10 @@ def door_bits(world: World) -> dict[tuple[int, int], int]:
     return bits
 
 
-def _tables(world: World) -> tuple[list[list[tuple[int, int, int]]], list[list[tuple[int, int, str]]]]:
+Tables = tuple[list[list[tuple[int, int, int]]], list[list[tuple[int, int, str]]]]
+
+
+def _tables(world: World) -> Tables:
     """Per room: (neighbour, door bit or 0, key or -1) and (key, key bit, key name).
 
     Built once per world; the search touches every room many times.
@@ -91,16 +94,16 @@ def _tables(world: World) -> tuple[list[list[tuple[int, int, int]]], list[list[t
     return tables
 
 
-def transitions(world: World, state: State) -> list[tuple[str, str, State]]:
+def transitions(world: World, state: State, tables: Tables | None = None) -> list[tuple[str, str, State]]:
     """Every legal action from ``state`` except ``rescue``, as (action, argument, next state).
 
     ``use_key`` is offered only next to a door that key opens: announcing a key with
     no door to open is never part of a shortest plan, and leaving it out keeps the
     search small. Plain tuples, because the certificate's search calls this for every
-    state it visits.
+    state it visits (and passes ``tables``, from :func:`tables_of`, to save a look-up).
     """
     room, held, unlocked, pending = state
-    nbrs, keys = _tables(world)
+    nbrs, keys = tables or _tables(world)
     rooms = world.rooms
     out: list[tuple[str, str, State]] = []
     if pending >= 0:
@@ -121,6 +124,9 @@ def transitions(world: World, state: State) -> list[tuple[str, str, State]]:
     for key in sorted(usable):
         out.append(("use_key", str(key), (room, held, unlocked, key)))
     return out
+
+
+tables_of = _tables
 
 
 def successors(world: World, state: State) -> list[tuple[Step, State]]:

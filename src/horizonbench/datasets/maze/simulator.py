@@ -33,14 +33,19 @@ def _invalid(error: str | None) -> Score:
 
 
 @lru_cache(maxsize=16)
-def certified_world(facts: tuple[str, ...]) -> tuple[World, Solution]:
-    """The world of a fact listing and its full search, shared by every attempt at it.
+def _world(facts: tuple[str, ...]) -> World:
+    return world_from_facts(list(facts))
 
-    Scoring visits the attempts of one instance together, so a small cache turns one
-    search per attempt into one search per instance.
+
+@lru_cache(maxsize=16)
+def _search(facts: tuple[str, ...]) -> Solution:
+    """The full search of a fact listing, shared by every failed attempt at it.
+
+    Only failed attempts need it (for the progress ratio), and scoring visits the
+    attempts of one instance together, so a small cache makes it one search per
+    instance at most.
     """
-    world = world_from_facts(list(facts))
-    return world, solve(world, track=True)
+    return solve(_world(facts), track=True)
 
 
 def precision_recall(plan: Sequence[Step], gold: Sequence[Step]) -> tuple[float, float]:
@@ -66,49 +71,40 @@ def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
     plan = tuple(normalize_step(s) for s in parsed.plan)
     gold_n = tuple(normalize_step(s) for s in gold)
     n = len(gold_n)
-    world, sol = certified_world(tuple(facts))
+    key = tuple(facts)
+    world = _world(key)
     precision, recall = precision_recall(plan, gold_n)
     exact = plan == gold_n
 
+    # pass 1: legality, keeping the state after each legal action
     violation: str | None = None
     first_bad: int | None = None
-    progress = 0
-    on_track = True
     rescued = False
-    state: State | None = None
+    after: list[State] = []
     for i, step in enumerate(plan):
         if i == 0:
             start_name = world.rooms[world.start] if world.start is not None else None
             if step.action != "start" or step.arg != start_name:
                 violation, first_bad = "bad_start", 0
                 break
-            state = (world.start, 0, 0, -1)  # type: ignore[assignment]
-            progress = 1
+            after.append((world.start, 0, 0, -1))  # type: ignore[arg-type]
             continue
         if rescued:
             violation, first_bad = "after_rescue", i
             break
-        assert state is not None
-        new_state, bad = apply(world, state, step)
+        new_state, bad = apply(world, after[-1], step)
         if bad is not None:
             violation, first_bad = bad, i
             break
-        if step.action == "rescue":
-            rescued = True
-            if on_track and state in sol.on_optimal and sol.dist.get(state) == i - 1:
-                progress += 1
-            else:
-                on_track = False
-            continue
-        if on_track and new_state in sol.on_optimal and sol.dist.get(new_state) == i:
-            progress += 1
-        else:
-            on_track = False
-        state = new_state
+        rescued = step.action == "rescue"
+        after.append(new_state)
     if violation is None and not rescued:
         violation, first_bad = "no_rescue", len(plan)
     valid = violation is None
     success = valid and len(plan) == n
+
+    # pass 2: how far the plan stays on some optimal plan (a success goes all the way)
+    progress = n if success else _progress(plan, after, _search(key))
     if valid and not success:
         violation, first_bad = "suboptimal", progress
     return Score(
@@ -123,6 +119,21 @@ def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
         first_violation_step=first_bad,
         extra={"parse_error": None},
     )
+
+
+def _progress(plan: Sequence[Step], after: list[State], sol: Solution) -> int:
+    """Leading actions whose resulting state is one step further along a shortest plan.
+
+    A rescue leaves the state unchanged, so it counts when the state it rescues from is
+    a goal state at optimal depth.
+    """
+    progress = 0
+    for i, state in enumerate(after):
+        depth = i - 1 if plan[i].action == "rescue" else i
+        if state not in sol.on_optimal or sol.dist.get(state) != depth:
+            break
+        progress += 1
+    return progress
 
 
 def replay(world: World, plan: Sequence[Step]) -> str | None:
