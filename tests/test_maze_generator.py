@@ -479,7 +479,7 @@ def test_generate_shard_keep_lengths_drops_rows_but_keeps_lengths() -> None:
     full = generate_shard("maze", params, 3, 0, 40)
     lengths = [t[1] for t in full]
     lo, hi = sorted(lengths)[10], sorted(lengths)[30]
-    cut = generate_shard("maze", params, 3, 0, 40, keep_lengths=(lo, hi))
+    cut = generate_shard("maze", params, 3, 0, 40, wanted=range(lo, hi))
     assert [t[1] for t in cut] == lengths
     for (_, length, row, rej), (_, _, full_row, _) in zip(cut, full, strict=True):
         assert rej is None

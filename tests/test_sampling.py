@@ -260,7 +260,7 @@ MAZE = {"grid_rows": 5, "grid_cols": 5, "num_keys": 1, "noise_ratio": 0.5}
 )
 def test_split_shards_give_the_same_selection(spec: SamplingSpec) -> None:
     total = 60
-    keep = (spec.bins.min, spec.bins.max) if spec.bins else None
+    keep = range(spec.bins.min, spec.bins.max) if spec.bins else None
     whole = generate_shard("maze", MAZE, 5, 0, total, keep)
     results = []
     for cuts in ([0, total], [0, 7, 19, 20, 43, total], [0, *range(5, total, 5), total]):
@@ -282,3 +282,13 @@ def test_split_shards_give_the_same_selection(spec: SamplingSpec) -> None:
     assert results[0] == results[1] == results[2]
     kept = [r for r in whole if r[2] is not None]
     assert results[0][0] and len(results[0][0]) <= len(kept)
+
+
+def test_open_lengths_shrink_as_bins_fill() -> None:
+    sel = Selector(bins_spec(10, 20, 5, 1))
+    assert sel.open_lengths() == frozenset(range(10, 20))
+    sel.feed(0, 12, {"instance_id": "a"}, None)
+    assert sel.open_lengths() == frozenset(range(15, 20))
+    sel.feed(1, 19, {"instance_id": "b"}, None)
+    assert sel.open_lengths() == frozenset() and sel.done
+    assert Selector(SamplingSpec(count=3)).open_lengths() is None

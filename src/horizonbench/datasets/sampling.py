@@ -40,6 +40,18 @@ class Selector:
         lo = self.bin_of(length)
         return lo is not None and self.bin_counts[lo] < self.spec.bins.per_bin
 
+    def open_lengths(self) -> frozenset[int] | None:
+        """Lengths that could still be kept (None: any length, in count mode)."""
+        b = self.spec.bins
+        if b is None:
+            return None
+        return frozenset(
+            length
+            for lo, c in self.bin_counts.items()
+            if c < b.per_bin
+            for length in range(lo, min(lo + b.width, b.max))
+        )
+
     @property
     def done(self) -> bool:
         if self.spec.count is not None:

@@ -6,6 +6,7 @@ LocalCluster, a remote cluster, or in-process.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from horizonbench.core.registry import get_family
@@ -26,12 +27,14 @@ def generate_shard(
     root_seed: int,
     start: int,
     stop: int,
-    keep_lengths: tuple[int, int] | None = None,
+    wanted: Collection[int] | None = None,
 ) -> ShardResult:
     """Candidates ``start..stop-1`` as (index, length, row, rejection) tuples.
 
-    Rows with a length outside ``keep_lengths`` (half-open) are dropped here, keeping
-    only their length, so oversampling does not ship unwanted rows to the scheduler.
+    Rows whose length is not in ``wanted`` (the lengths of the bins still open when the
+    shard was sent) are dropped here, keeping only their length: oversampling for rare
+    short paths then ships almost no rows back. A bin full at send time stays full, so
+    nothing the selector would keep is ever dropped.
     """
     family = get_family(family_name)
     p = family.params_model.model_validate(params)
@@ -43,7 +46,7 @@ def generate_shard(
             continue
         length = family.difficulty(cand.row)
         row = cand.row
-        if keep_lengths is not None and not keep_lengths[0] <= length < keep_lengths[1]:
+        if wanted is not None and length not in wanted:
             row = None
         out.append((index, length, row, None))
     return out

@@ -49,7 +49,6 @@ def sample_family(client: Any, family_name: str, spec: FamilySpec, root_seed: in
     """
     sampling = spec.sampling
     selector = Selector(sampling)
-    keep = (sampling.bins.min, sampling.bins.max) if sampling.bins else None
     size = sampling.shard_size
     n_shards = math.ceil(sampling.max_candidates / size)
     inflight: dict[int, Any] = {}
@@ -69,7 +68,7 @@ def sample_family(client: Any, family_name: str, spec: FamilySpec, root_seed: in
                         root_seed,
                         start,
                         stop,
-                        keep,
+                        selector.open_lengths(),
                         pure=False,
                     )
                     next_shard += 1
