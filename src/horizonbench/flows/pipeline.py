@@ -3,6 +3,7 @@ analyse -> report, each stage a Prefect task, the run folder the only shared sta
 
 from __future__ import annotations
 
+import math
 import shutil
 import time
 from pathlib import Path
@@ -102,6 +103,12 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
         "families": ", ".join(cfg.families),
         "models": ", ".join(m.name for m in cfg.evaluation.models) or "none",
         "samples per instance": cfg.evaluation.samples,
+        "true L0 of noisy baselines": ", ".join(
+            f"{m.name}: {1 / -math.log1p(-m.eps):.1f}"
+            for m in cfg.evaluation.models
+            if m.kind == "noisy" and m.eps
+        )
+        or "none",
         "versions": versions(),
     }
     report = None
