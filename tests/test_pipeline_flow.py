@@ -75,6 +75,7 @@ def test_report_is_self_contained(finished_run):
     assert "<svg" in html
     assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", html)
     assert "oracle" in html and "noisy" in html
+    assert "noisy: 9.5" in html  # true L0 of the eps = 0.1 baseline, 1 / -ln(0.9)
 
 
 def test_flow_run_is_recorded_by_the_server(finished_run):
