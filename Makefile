@@ -20,8 +20,8 @@ demo: install
 	$(BIN)/horizonbench demo --out runs/demo
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks deployment
+	$(BIN)/ruff format --check src tests benchmarks deployment
 
 test: install lint
 	$(BIN)/python -m pytest -q

@@ -1,21 +1,22 @@
 """Serve the pipeline as a Prefect deployment that runs every night.
 
-    PREFECT_API_URL=http://127.0.0.1:4200/api .venv/bin/python deployment/nightly.py \\
-        --config configs/figure1.yaml --out 'runs/nightly/{date}' --cron '0 2 * * *'
+    .venv/bin/prefect server start &                     # the UI, http://127.0.0.1:4200
+    export PREFECT_API_URL=http://127.0.0.1:4200/api
+    .venv/bin/python deployment/nightly.py --config configs/figure1.yaml \\
+        --out 'runs/nightly/{date}' --cron '0 2 * * *'
 
-Start a server first (`.venv/bin/prefect server start`) to see the runs in its UI.
-The process keeps running and starts a flow run at each cron time; `{date}` in --out
-becomes the night's date. Put `evaluation.store` in the config to share one attempt
-store across nights, so unchanged attempts are never paid for twice.
+The process keeps running and starts a flow run at each cron time (UTC); `{date}` in
+--out becomes the night's date. Put `evaluation.store` in the config to share one
+attempt store across nights, so an unchanged attempt is never paid for twice.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from horizonbench.flows.pipeline import pipeline
-from horizonbench.schemas.config import load_config
+from prefect import serve
+
+from horizonbench.flows.deployment import nightly_deployment
 
 
 def main() -> None:
@@ -25,13 +26,7 @@ def main() -> None:
     p.add_argument("--cron", default="0 2 * * *", help="schedule, cron syntax (UTC)")
     p.add_argument("--name", default="nightly", help="deployment name")
     args = p.parse_args()
-    load_config(args.config)  # fail now, not at 2 a.m.
-    pipeline.serve(
-        name=args.name,
-        cron=args.cron,
-        parameters={"config": str(Path(args.config).resolve()), "out": str(Path(args.out).resolve())},
-        tags=["horizonbench"],
-    )
+    serve(nightly_deployment(args.config, args.out, args.cron, args.name))
 
 
 if __name__ == "__main__":

@@ -43,6 +43,12 @@ def test_flow_writes_every_table_with_versioned_schema(finished_run):
     att = pq.read_table(out / "attempts" / "attempts.parquet")
     assert att.schema.remove_metadata() == ATTEMPTS_SCHEMA
     assert att.num_rows == 12 * 2 * 2  # instances x samples x models
+    prompts = pq.read_table(out / "prompts" / "prompts.parquet")
+    assert prompts.num_rows == 12
+    assert set(prompts.column("prompt_sha256").to_pylist()) == set(att.column("prompt_sha256").to_pylist())
+    first = prompts.column("messages").to_pylist()[0]
+    assert [m["role"] for m in first] == ["system", "user"]
+    assert first[1]["content"].endswith("YOUR SOLUTION:")
     scores = pq.read_table(out / "scores" / "scores.parquet")
     assert scores.schema.remove_metadata() == SCORES_SCHEMA
     df = scores.to_pandas()

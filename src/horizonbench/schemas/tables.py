@@ -43,6 +43,19 @@ ATTEMPTS_SCHEMA = pa.schema(
     ]
 )
 
+PROMPTS_SCHEMA = pa.schema(
+    [
+        pa.field("instance_id", pa.string(), nullable=False),
+        pa.field("family", pa.string(), nullable=False),
+        pa.field("prompt_sha256", pa.string(), nullable=False),
+        pa.field(
+            "messages",
+            pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])),
+            nullable=False,
+        ),
+    ]
+)
+
 SCORES_SCHEMA = pa.schema(
     [
         pa.field("model", pa.string(), nullable=False),
