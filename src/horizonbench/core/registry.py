@@ -6,6 +6,7 @@ only ever talks to this protocol, so adding a family touches nothing else.
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -50,29 +51,36 @@ class Family(Protocol):
 
 
 _FAMILIES: dict[str, Callable[[], Family]] = {}
+ENTRY_POINT_GROUP = "horizonbench.families"
 
 
 def register_family(name: str, factory: Callable[[], Family]) -> None:
+    """Add a family at run time (tests, notebooks). Installed packages use entry points."""
     _FAMILIES[name] = factory
 
 
-def _load_builtin() -> None:
-    # Importing the datasets package registers the built-in families. Done lazily so
-    # that core never imports another horizonbench package at import time.
-    import importlib
-
-    importlib.import_module("horizonbench.datasets")
+def _discover() -> dict[str, Callable[[], Family]]:
+    """Families declared as entry points (built-in ones in our pyproject, plug-ins in
+    theirs), then those registered at run time. Core imports no other horizonbench
+    package: the entry point names the class, and loading it imports its module."""
+    found: dict[str, Callable[[], Family]] = {}
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        found[ep.name] = ep.load()
+    found.update(_FAMILIES)
+    return found
 
 
 def family_names() -> list[str]:
-    _load_builtin()
-    return sorted(_FAMILIES)
+    return sorted(_discover())
 
 
 def get_family(name: str) -> Family:
-    _load_builtin()
-    try:
-        return _FAMILIES[name]()
-    except KeyError:
-        known = ", ".join(sorted(_FAMILIES)) or "none"
-        raise KeyError(f"unknown family {name!r} (known: {known})") from None
+    factory = _FAMILIES.get(name)
+    if factory is None:
+        families = _discover()
+        factory = families.get(name)
+        if factory is None:
+            known = ", ".join(sorted(families)) or "none"
+            raise KeyError(f"unknown family {name!r} (known: {known})")
+        _FAMILIES[name] = factory
+    return factory()

@@ -10,14 +10,10 @@ from typing import Protocol
 
 class Progress(Protocol):
     def advance(self, n: int = 1) -> None: ...
-    def total(self, n: int | None) -> None: ...
 
 
 class _Silent:
     def advance(self, n: int = 1) -> None:
-        pass
-
-    def total(self, n: int | None) -> None:
         pass
 
 
@@ -27,9 +23,6 @@ class _Rich:
 
     def advance(self, n: int = 1) -> None:
         self._bar.update(self._id, advance=n)  # type: ignore[attr-defined]
-
-    def total(self, n: int | None) -> None:
-        self._bar.update(self._id, total=n)  # type: ignore[attr-defined]
 
 
 ENABLED = {"value": None}

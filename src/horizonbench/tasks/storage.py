@@ -59,10 +59,6 @@ def rows_to_table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def read_table(path: Path, schema: pa.Schema | None = None) -> pa.Table:
-    return pq.read_table(path, schema=schema)
-
-
 def write_text(text: str, dest: Path) -> Path:
     with atomic_path(dest) as tmp:
         tmp.write_text(text, encoding="utf-8")

@@ -6,7 +6,6 @@ failure can be read afterwards. Tables live in staging until their suite passes.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +135,3 @@ def validate_table(path: str, table: str, suite: Suite, run: str) -> dict[str, A
         )
     logger.info("%s: %s expectations passed", table, summary["evaluated"])
     return summary
-
-
-def dump(summary: dict[str, Any]) -> str:
-    return json.dumps(summary, sort_keys=True)
