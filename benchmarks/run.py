@@ -531,21 +531,26 @@ def scoring_inputs(noise: float, count: int, seed: int) -> list[tuple[list[str],
 
 
 def time_scoring(
-    inputs: list[tuple[list[str], Any, str]], min_seconds: float
+    inputs: list[tuple[list[str], Any, Any]], min_seconds: float
 ) -> tuple[float, dict[str, Any]]:
+    """Score each (facts, gold, plan) repeatedly for at least ``min_seconds``."""
     from horizonbench.core.types import ParsedAnswer
     from horizonbench.datasets.maze.simulator import score_plan
 
     done, successes = 0, 0
     t0 = time.perf_counter()
     while True:
-        for facts, gold, _ in inputs:
-            successes += score_plan(facts, gold, ParsedAnswer(plan=gold)).success
+        for facts, gold, plan in inputs:
+            successes += score_plan(facts, gold, ParsedAnswer(plan=tuple(plan))).success
         done += len(inputs)
         dt = time.perf_counter() - t0
         if dt >= min_seconds:
             break
     return done / dt, {"attempts": done, "successes": successes, "seconds": round(dt, 3)}
+
+
+def gold_answers(inputs: list[tuple[list[str], Any, str]]) -> list[tuple[list[str], Any, Any]]:
+    return [(facts, gold, gold) for facts, gold, _ in inputs]
 
 
 def noisy_inputs(
@@ -560,24 +565,6 @@ def noisy_inputs(
 
     rng = np.random.default_rng(seed)
     return [(facts, gold, noisy_plan(gold, world_from_facts(facts), rng, eps)) for facts, gold, _ in inputs]
-
-
-def time_scoring_answers(
-    inputs: list[tuple[list[str], Any, Any]], min_seconds: float
-) -> tuple[float, dict[str, Any]]:
-    from horizonbench.core.types import ParsedAnswer
-    from horizonbench.datasets.maze.simulator import score_plan
-
-    done, successes = 0, 0
-    t0 = time.perf_counter()
-    while True:
-        for facts, gold, answer in inputs:
-            successes += score_plan(facts, gold, ParsedAnswer(plan=tuple(answer))).success
-        done += len(inputs)
-        dt = time.perf_counter() - t0
-        if dt >= min_seconds:
-            break
-    return done / dt, {"attempts": done, "successes": successes, "seconds": round(dt, 3)}
 
 
 def time_parsing(
@@ -775,8 +762,9 @@ def main(argv: list[str] | None = None) -> int:
     for noise in (0.0, 1.0):
         inputs = scoring_inputs(noise, n_score, 99)
         tag = f"noise {noise:g}"
-        time_scoring(inputs[:5], 0.0)
-        res = run_rounds(reps, {f"score_plan {tag}": lambda r, i=inputs: time_scoring(i, min_s)})
+        answers = gold_answers(inputs)
+        time_scoring(answers[:5], 0.0)
+        res = run_rounds(reps, {f"score_plan {tag}": lambda r, i=answers: time_scoring(i, min_s)})
         rates, det = res[f"score_plan {tag}"]
         measures.append(
             Measure(
@@ -785,7 +773,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if noise == 0.0:
             noisy = noisy_inputs(inputs, 0.05, 7)
-            res = run_rounds(reps, {"score noisy": lambda r, i=noisy: time_scoring_answers(i, min_s)})
+            res = run_rounds(reps, {"score noisy": lambda r, i=noisy: time_scoring(i, min_s)})
             rates, det = res["score noisy"]
             measures.append(
                 Measure(
