@@ -530,6 +530,18 @@ def scoring_inputs(noise: float, count: int, seed: int) -> list[tuple[list[str],
     return [(list(r["facts"]), gold_plan(r), format_plan(gold_plan(r))) for r in rows]
 
 
+def _repeat(inputs: list[Any], min_seconds: float, one: Any) -> tuple[float, int, int, float]:
+    """Run ``one(item)`` over ``inputs`` until ``min_seconds`` pass: (rate, done, hits, seconds)."""
+    done, hits = 0, 0
+    t0 = time.perf_counter()
+    while True:
+        hits += sum(bool(one(item)) for item in inputs)
+        done += len(inputs)
+        dt = time.perf_counter() - t0
+        if dt >= min_seconds:
+            return done / dt, done, hits, dt
+
+
 def time_scoring(
     inputs: list[tuple[list[str], Any, Any]], min_seconds: float
 ) -> tuple[float, dict[str, Any]]:
@@ -537,16 +549,12 @@ def time_scoring(
     from horizonbench.core.types import ParsedAnswer
     from horizonbench.datasets.maze.simulator import score_plan
 
-    done, successes = 0, 0
-    t0 = time.perf_counter()
-    while True:
-        for facts, gold, plan in inputs:
-            successes += score_plan(facts, gold, ParsedAnswer(plan=tuple(plan))).success
-        done += len(inputs)
-        dt = time.perf_counter() - t0
-        if dt >= min_seconds:
-            break
-    return done / dt, {"attempts": done, "successes": successes, "seconds": round(dt, 3)}
+    def one(item: tuple[list[str], Any, Any]) -> bool:
+        facts, gold, plan = item
+        return score_plan(facts, gold, ParsedAnswer(plan=tuple(plan))).success
+
+    rate, done, successes, dt = _repeat(inputs, min_seconds, one)
+    return rate, {"attempts": done, "successes": successes, "seconds": round(dt, 3)}
 
 
 def gold_answers(inputs: list[tuple[list[str], Any, str]]) -> list[tuple[list[str], Any, Any]]:
@@ -573,16 +581,12 @@ def time_parsing(
     from horizonbench.datasets.maze.rules import ACTIONS
     from horizonbench.datasets.plan_parser import parse_plan
 
-    done, matched = 0, 0
-    t0 = time.perf_counter()
-    while True:
-        for _, gold, text in inputs:
-            matched += parse_plan(text, allowed_actions=ACTIONS).plan == gold
-        done += len(inputs)
-        dt = time.perf_counter() - t0
-        if dt >= min_seconds:
-            break
-    return done / dt, {"answers": done, "matched_gold": matched, "seconds": round(dt, 3)}
+    def one(item: tuple[list[str], Any, str]) -> bool:
+        _, gold, text = item
+        return parse_plan(text, allowed_actions=ACTIONS).plan == gold
+
+    rate, done, matched, dt = _repeat(inputs, min_seconds, one)
+    return rate, {"answers": done, "matched_gold": matched, "seconds": round(dt, 3)}
 
 
 # ---------------------------------------------------------------------------------------------

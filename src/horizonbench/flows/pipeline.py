@@ -55,11 +55,11 @@ def _generate_and_validate(cfg: Config, run: Path) -> list[dict[str, Any]]:
     return stats
 
 
-def _base_manifest(cfg: Config, started: float) -> dict[str, Any]:
+def _base_manifest(cfg: Config, started: float, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    provenance = provenance or {"versions": versions(), "git_sha": git_sha()}
     return {
         "config": cfg.model_dump(mode="json"),
-        "versions": versions(),
-        "git_sha": git_sha(),
+        **provenance,
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -96,10 +96,11 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
         analyse(cfg, str(run))
     else:
         logger.warning("no models configured: instances only, no evaluation")
+    provenance = {"versions": versions(), "git_sha": git_sha()}
     run_info = {
         "run": cfg.run.name,
         "seed": cfg.run.seed,
-        "git_sha": git_sha(),
+        "git_sha": provenance["git_sha"],
         "families": ", ".join(cfg.families),
         "models": ", ".join(m.name for m in cfg.evaluation.models) or "none",
         "samples per instance": cfg.evaluation.samples,
@@ -109,12 +110,12 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
             if m.kind == "noisy" and m.eps
         )
         or "none",
-        "versions": versions(),
+        "versions": provenance["versions"],
     }
     report = None
     if cfg.evaluation.models:
         report = build_report(str(run), f"horizonbench: {cfg.run.name}", run_info, _report_counts(counts))
-    write_manifest(run, _base_manifest(cfg, started) | {"counts": counts})
+    write_manifest(run, _base_manifest(cfg, started, provenance) | {"counts": counts})
     shutil.rmtree(run / STAGING, ignore_errors=True)
     if report:
         logger.info("report: %s", report)
