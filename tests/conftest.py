@@ -30,7 +30,10 @@ CONFIGS = Path(__file__).parent / "configs"
 @pytest.fixture(scope="session")
 def prefect_server():
     """One real Prefect API server (a subprocess on 127.0.0.1) for the whole session."""
+    from prefect.settings import PREFECT_API_URL
     from prefect.testing.utilities import prefect_test_harness
 
     with prefect_test_harness(server_startup_timeout=120):
-        yield os.environ.get("PREFECT_API_URL")
+        # the harness sets the URL in Prefect's settings, not the environment; subprocess
+        # tests pass it on explicitly
+        yield PREFECT_API_URL.value()

@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
+from engine_helpers import rows_for
 from fake_model_server import running_fake_server
 from horizonbench.core.errors import ConfigError
 from horizonbench.core.types import Message
+from horizonbench.models import failures
 from horizonbench.models.anthropic_messages import AnthropicModel
 from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.base import AttemptRequest, ModelCallError
-from horizonbench.models.engine import evaluate
 from horizonbench.models.factory import build_model
 from horizonbench.models.offline import OfflineModel
 from horizonbench.models.openai_chat import OpenAIChatModel
@@ -119,12 +120,17 @@ def test_length_finish_reason_is_reported() -> None:
     assert server.requests[0].headers["authorization"] == "Bearer EMPTY"
 
 
-def test_openai_429_then_success_is_retried_by_the_sdk() -> None:
+def test_openai_429_is_classified_with_its_hint_and_the_sdk_does_not_retry() -> None:
+    """Retries are the engine's alone (they must pass the rate limiter): one try, one request."""
     with running_fake_server(lambda body: "fine") as server:
-        server.fail_next(2, status=429)
-        completion = OpenAIChatModel(_openai_spec(server.base_url), FAKE_KEY).complete(_request())
-    assert completion.text == "fine"
-    assert len(server.requests) == 3
+        server.fail_next(1, status=429)
+        model = OpenAIChatModel(_openai_spec(server.base_url), FAKE_KEY)
+        with pytest.raises(failures.CallFailure) as info:
+            model.complete(_request())
+        assert len(server.requests) == 1
+        assert model.complete(_request()).text == "fine"
+    assert info.value.kind == failures.RATE_LIMIT and info.value.status == 429
+    assert info.value.retry_after_s == pytest.approx(0.001)
 
 
 def test_openai_persistent_500_raises_scrubbed_model_call_error() -> None:
@@ -135,7 +141,8 @@ def test_openai_persistent_500_raises_scrubbed_model_call_error() -> None:
         model = OpenAIChatModel(_openai_spec(server.base_url, max_retries=1), FAKE_KEY)
         with pytest.raises(ModelCallError) as info:
             model.complete(_request())
-    assert len(server.requests) == 2  # first try + one retry
+    assert len(server.requests) == 1  # the SDK never retries on its own
+    assert info.value.kind == failures.SERVER_ERROR
     message = str(info.value)
     assert "500" in message and "backend down" in message
     assert "[redacted]" in message  # the server echoed the key; we masked it
@@ -149,13 +156,15 @@ def test_persistent_500_becomes_an_error_row_without_the_key(tmp_path: Path) -> 
     with running_fake_server(broken, echo_auth_in_errors=True) as server:
         model = OpenAIChatModel(_openai_spec(server.base_url, max_retries=1), FAKE_KEY)
         with AttemptStore(tmp_path / "store.sqlite") as store:
-            rows = evaluate([_request(0), _request(1)], model, store, limiter=None, max_concurrency=2)
+            rows = rows_for([_request(0), _request(1)], model, store, max_concurrency=2)
             assert len(store) == 0  # failures are not stored: a resume retries them
+    assert len(server.requests) == 2 * 4  # each attempt: first try + FAST_RETRY's 3 retries
     assert [r["instance_id"] for r in rows] == ["inst-0", "inst-1"]
     for row in rows:
         assert row["response"] is None and row["finish_reason"] is None
         assert row["error"] and "500" in row["error"]
         assert row["reused"] is False
+        assert row["error_class"] == "server_error" and row["tries"] == 4
     _no_key_anywhere(json.dumps(rows))
     assert FAKE_KEY.encode() not in (tmp_path / "store.sqlite").read_bytes()
 
@@ -165,8 +174,9 @@ def test_connection_refused_is_a_model_call_error() -> None:
         url = server.base_url
     # the server is gone: the port refuses connections
     model = OpenAIChatModel(_openai_spec(url, max_retries=0), FAKE_KEY)
-    with pytest.raises(ModelCallError, match="APIConnectionError"):
+    with pytest.raises(ModelCallError, match="APIConnectionError") as info:
         model.complete(_request())
+    assert info.value.kind == failures.CONNECTION
 
 
 # --- Anthropic -------------------------------------------------------------------------------
@@ -214,17 +224,21 @@ def test_anthropic_max_tokens_maps_to_length() -> None:
     assert completion.finish_reason == "length"
 
 
-def test_anthropic_429_then_success_and_scrubbed_500() -> None:
+def test_anthropic_429_and_scrubbed_500_are_classified_without_sdk_retries() -> None:
     with running_fake_server(lambda body: "fine", echo_auth_in_errors=True) as server:
         model = AnthropicModel(_anthropic_spec(server.root_url, max_retries=1), FAKE_KEY)
         server.fail_next(1, status=429)
+        with pytest.raises(failures.CallFailure) as limited:
+            model.complete(_request())
+        assert limited.value.kind == failures.RATE_LIMIT
         assert model.complete(_request()).text == "fine"
         assert len(server.requests) == 2
 
-        server.fail_next(2, status=500)
+        server.fail_next(1, status=500)
         with pytest.raises(ModelCallError) as info:
             model.complete(_request())
-    assert len(server.requests) == 4
+    assert len(server.requests) == 3
+    assert info.value.kind == failures.SERVER_ERROR
     assert "500" in str(info.value) and "[redacted]" in str(info.value)
     _no_key_anywhere(str(info.value))
 

@@ -67,7 +67,10 @@ def test_manifest_records_config_versions_counts_and_hashes(finished_run, small_
     assert manifest["config"] == small_config.model_dump(mode="json")
     assert manifest["versions"]["prefect"].startswith("3.")
     assert manifest["counts"]["generation"][0]["kept"] == 12
-    assert manifest["counts"]["attempts"]["oracle"]["attempts"] == 24
+    oracle = manifest["counts"]["attempts"]["models"]["oracle"]
+    assert oracle["attempts"] == oracle["answered"] == 24 and oracle["failed"] == 0
+    assert oracle["cost_usd"] == 0.0 and oracle["price"]["source"] == "offline"
+    assert manifest["counts"]["attempts"]["total"]["failed"] == 0
     hashes = manifest["content_sha256"]
     rel = "instances/maze/part-0.parquet"
     assert hashes[rel] == sha256_file(out / rel)

@@ -56,6 +56,8 @@ def _scores(**override: Any) -> pa.Table:
         "instance_id": "maze-1",
         "family": "maze",
         "sample": 0,
+        "answered": True,
+        "error_class": None,
         "solution_length": 9,
         "num_keys": 1,
         "noise_ratio": 0.0,

@@ -1,7 +1,9 @@
 """``horizonbench``: generate, run and demo from the command line.
 
 Exit codes: 0 done; 1 the run failed (a table broke its suite, a stage crashed);
-2 bad command line or bad config, in which case nothing was written.
+2 bad command line or bad config, in which case nothing was written; 3 the run finished
+but some attempts have no answer (the last line says how many; rerun to retry them);
+130 interrupted by Ctrl-C or SIGTERM (answers received so far are kept).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from importlib import resources
 from pathlib import Path
@@ -71,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
         "answers already in the attempt store are not paid for again.",
     )
     common(r)
+    r.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="generate the instances, then print the calls, estimated tokens and cost "
+        "of the evaluation without calling any model",
+    )
     d = sub.add_parser(
         "demo",
         help="the offline demo pipeline (no API keys needed)",
@@ -149,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.workers is not None and args.workers < 1:
         return _fail("--workers must be at least 1", 2)
 
-    from horizonbench.core.errors import ConfigError, HorizonbenchError
+    from horizonbench.core.errors import ConfigError
 
     try:
         cfg = _load(args)
@@ -170,20 +179,61 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_progress:
         progress.ENABLED["value"] = False
     _prefect_defaults()
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _execute(args, cfg, out)
+    except KeyboardInterrupt as err:
+        detail = str(err) or "no attempts were running"
+        return _fail(f"interrupted: {detail}", 130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    """SIGTERM ends the run like Ctrl-C: answers in flight are kept, servers stopped."""
+    raise KeyboardInterrupt("terminated (SIGTERM)")
+
+
+def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
+    from horizonbench.cli.prefect_server import prefect_api
+    from horizonbench.core.errors import ConfigError, HorizonbenchError
     from horizonbench.flows.pipeline import generate_flow, pipeline
 
     try:
-        if args.command == "generate":
-            result = generate_flow(cfg, str(out))
-            print(f"instances: {Path(result) / 'instances'}")
-        else:
+        with prefect_api():
+            if args.command == "generate":
+                result = generate_flow(cfg, str(out))
+                print(f"instances: {Path(result) / 'instances'}")
+                return 0
+            if getattr(args, "dry_run", False):
+                from horizonbench.tasks.estimate import estimate_rows, format_estimate
+
+                generate_flow(cfg, str(out))
+                print(format_estimate(estimate_rows(cfg, out)))
+                return 0
             result = pipeline(cfg, str(out))
-            print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
     except ConfigError as err:  # e.g. an API key missing from the environment
         return _fail(str(err), 2)
     except HorizonbenchError as err:
         return _fail(str(err), 1)
-    return 0
+    print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
+    return _missing_attempts(out)
+
+
+def _missing_attempts(out: Path) -> int:
+    """Exit 3 with one line when the finished run left attempts without an answer."""
+    from horizonbench.flows.pipeline import missing_summary, silent_models
+
+    try:
+        counts = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]
+    except (OSError, ValueError, KeyError):
+        return 0
+    evaluation = counts.get("attempts")
+    if not evaluation or not evaluation["total"]["failed"]:
+        return 0
+    for message in silent_models(evaluation):
+        print(f"horizonbench: {message}", file=sys.stderr)
+    return _fail(missing_summary(evaluation), 3)
 
 
 if __name__ == "__main__":

@@ -81,3 +81,7 @@ class Completion:
     output_tokens: int = 0
     latency_s: float = 0.0
     cost_usd: float = 0.0
+    #: the model the provider says answered (a moving alias resolves to a snapshot)
+    served_model: str | None = None
+    #: OpenAI's ``system_fingerprint``: the serving configuration behind the answer
+    system_fingerprint: str | None = None

@@ -87,13 +87,23 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
     _prepare(run)
     stats = _generate_and_validate(cfg, run)
     counts: dict[str, Any] = {"generation": stats}
+    analysed = False
     if cfg.evaluation.models:
-        counts["attempts"] = evaluate_models(cfg, str(run))
-        scores_path = score_attempts(cfg, str(run))
-        violations = tuple(sorted({v for name in cfg.families for v in get_family(name).violations}))
-        validate_table(scores_path, "scores", scores_suite(violations), str(run))
-        promote(run, SCORES_REL)
-        analyse(cfg, str(run))
+        counts["attempts"] = evaluation = evaluate_models(cfg, str(run))
+        for message in silent_models(evaluation):
+            logger.error(message)
+        if evaluation["total"]["answered"]:
+            scores_path = score_attempts(cfg, str(run))
+            violations = tuple(sorted({v for name in cfg.families for v in get_family(name).violations}))
+            validate_table(scores_path, "scores", scores_suite(violations), str(run))
+            promote(run, SCORES_REL)
+            analyse(cfg, str(run))
+            analysed = True
+        else:
+            logger.error("no model answered anything: no scores, analysis or report")
+        missing = evaluation["total"]["failed"]
+        if missing:
+            logger.warning("%s", missing_summary(evaluation))
     else:
         logger.warning("no models configured: instances only, no evaluation")
     provenance = {"versions": versions(), "git_sha": git_sha()}
@@ -113,7 +123,7 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
         "versions": provenance["versions"],
     }
     report = None
-    if cfg.evaluation.models:
+    if analysed:
         report = build_report(str(run), f"horizonbench: {cfg.run.name}", run_info, _report_counts(counts))
     write_manifest(run, _base_manifest(cfg, started, provenance) | {"counts": counts})
     shutil.rmtree(run / STAGING, ignore_errors=True)
@@ -131,6 +141,41 @@ def _report_counts(counts: dict[str, Any]) -> dict[str, Any]:
         out[f"{fam}: candidates certified"] = g["candidates_certified"]
         out[f"{fam}: rejected"] = g["rejections"] or "none"
         out[f"{fam}: bins short of quota"] = g["unfilled_bins"] or "none"
-    for model, c in counts.get("attempts", {}).items():
-        out[f"{model}: attempts"] = f"{c['attempts']} ({c['reused']} reused, {c['errors']} failed calls)"
+    for model, c in counts.get("attempts", {}).get("models", {}).items():
+        out[f"{model}: attempts"] = f"{c['attempts']} ({c['answered']} answered, {c['reused']} reused)"
+        failed = ", ".join(f"{k} {v}" for k, v in c["failed_by_class"].items())
+        out[f"{model}: attempts without an answer"] = f"{c['failed']} ({failed})" if c["failed"] else "none"
+        out[f"{model}: tokens in / out"] = f"{c['input_tokens']} / {c['output_tokens']}"
+        price = c["price"]
+        out[f"{model}: cost (USD)"] = (
+            f"{c['cost_usd']:.4f} (this run {c['cost_usd_this_run']:.4f}; price {price['source']})"
+        )
+        if c["served_models"]:
+            out[f"{model}: served by"] = ", ".join(c["served_models"])
+        if c["stopped"]:
+            out[f"{model}: stopped"] = c["stopped"]
     return out
+
+
+def silent_models(evaluation: dict[str, Any]) -> list[str]:
+    """One message per model that got no answer at all, naming why."""
+    out = []
+    for model, c in evaluation["models"].items():
+        if c["attempts"] and not c["answered"]:
+            why = c["stopped"] or ", ".join(f"{k} x{v}" for k, v in c["failed_by_class"].items())
+            out.append(f"model {model!r} has no answers ({c['failed']} attempts failed: {why})")
+    return out
+
+
+def missing_summary(evaluation: dict[str, Any]) -> str:
+    """The one line that says how many attempts have no answer, per model and class."""
+    total = evaluation["total"]
+    parts = []
+    for model, c in evaluation["models"].items():
+        if c["failed"]:
+            classes = ", ".join(f"{k} {v}" for k, v in c["failed_by_class"].items())
+            parts.append(f"{model}: {c['failed']} ({classes})")
+    return (
+        f"{total['failed']} of {total['attempts']} attempts have no answer ({'; '.join(parts)}); "
+        "rerun the same command to retry them"
+    )

@@ -9,7 +9,7 @@ answers, and :meth:`AnthropicModel.identity` records ``"sampling": "provider-def
 so tables can tell these attempts apart.
 
 System messages go to the top-level ``system`` field (the API has no system role);
-several are joined with blank lines.
+several are joined with blank lines. The SDK's retries are off: the engine retries.
 """
 
 from __future__ import annotations
@@ -18,24 +18,20 @@ import time
 from typing import Any
 
 import anthropic
+from anthropic.types import Message as AnthropicMessage
 
 from horizonbench.core.errors import ConfigError
+from horizonbench.core.text import clean_text
 from horizonbench.core.types import Completion
-from horizonbench.models.base import AttemptRequest, ModelCallError
+from horizonbench.models import failures as f
+from horizonbench.models.base import AttemptRequest
+from horizonbench.models.sdk_errors import classify_sdk_error
 from horizonbench.schemas.config import ModelSpec
 
 #: passed explicitly so ANTHROPIC_BASE_URL cannot silently redirect calls
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
 
 _STOP_REASONS = {"end_turn": "stop", "max_tokens": "length"}
-_MAX_ERROR_CHARS = 500
-
-
-def _describe_error(err: BaseException, secret: str) -> str:
-    """A one-line account of a failed call that is safe to store: never the key."""
-    status = getattr(err, "status_code", None)
-    head = f"{type(err).__name__}" + (f" (HTTP {status})" if status is not None else "")
-    return f"{head}: {err}".replace(secret, "[redacted]")[:_MAX_ERROR_CHARS]
 
 
 def map_stop_reason(stop_reason: str | None) -> str:
@@ -46,7 +42,7 @@ def map_stop_reason(stop_reason: str | None) -> str:
 
 
 class AnthropicModel:
-    """Provider ``anthropic``; retries with backoff are the SDK's (``spec.max_retries``)."""
+    """Provider ``anthropic``."""
 
     def __init__(self, spec: ModelSpec, api_key: str | None) -> None:
         if spec.provider != "anthropic" or not spec.model:
@@ -54,15 +50,16 @@ class AnthropicModel:
         if not api_key:
             raise ConfigError(f"model {spec.name!r}: provider 'anthropic' needs an API key")
         self.name = spec.name
-        self._spec = spec
+        self.spec = spec
         self._model: str = spec.model
         self._base_url = spec.base_url or ANTHROPIC_BASE_URL
         self._secret = api_key
-        self._client = anthropic.Anthropic(
+        self._price = spec.price()
+        self.client = anthropic.Anthropic(
             api_key=api_key,
             base_url=self._base_url,
             timeout=spec.timeout_s,
-            max_retries=spec.max_retries,
+            max_retries=0,
         )
 
     def identity(self) -> dict[str, Any]:
@@ -73,9 +70,10 @@ class AnthropicModel:
             "sampling": "provider-default",
         }
 
-    def complete(self, request: AttemptRequest) -> Completion:
+    def body(self, request: AttemptRequest) -> dict[str, Any]:
+        """The request parameters, as sent directly or as one request of a batch."""
         system = "\n\n".join(m.content for m in request.messages if m.role == "system")
-        kwargs: dict[str, Any] = {
+        body: dict[str, Any] = {
             "model": self._model,
             "max_tokens": request.max_tokens,
             "messages": [
@@ -83,32 +81,48 @@ class AnthropicModel:
             ],
         }
         if system:
-            kwargs["system"] = system
+            body["system"] = system
+        return body
+
+    def complete(self, request: AttemptRequest) -> Completion:
         start = time.perf_counter()
         try:
-            response = self._client.messages.create(**kwargs)
-            return self._to_completion(response, time.perf_counter() - start)
-        except Exception as err:  # anything at all, malformed replies too: scrub the message
-            raise ModelCallError(_describe_error(err, self._secret)) from None
+            response = self.client.messages.create(**self.body(request))
+        except Exception as err:  # anything at all: classified and scrubbed
+            raise classify_sdk_error(err, self._secret) from None
+        return self.to_completion(response, time.perf_counter() - start)
 
-    def _to_completion(self, response: Any, latency: float) -> Completion:
-        text = "".join(block.text for block in response.content if getattr(block, "type", None) == "text")
-        usage = response.usage
+    def completion_from_json(self, body: dict[str, Any], *, batch: bool = False) -> Completion:
+        """A message body from a batch result line."""
+        try:
+            response = AnthropicMessage.model_validate(body)
+        except Exception as err:
+            raise classify_sdk_error(err, self._secret) from None
+        return self.to_completion(response, 0.0, batch=batch)
+
+    def to_completion(self, response: Any, latency: float, *, batch: bool = False) -> Completion:
+        content = getattr(response, "content", None)
+        if content is None:
+            raise f.CallFailure(f.MALFORMED, "the response has no content")
+        text = "".join(
+            getattr(block, "text", "") or "" for block in content if getattr(block, "type", None) == "text"
+        )
+        usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "output_tokens", 0) or 0)
-        cost = self._spec.cost_usd(input_tokens, output_tokens)
         return Completion(
-            text=text,
-            finish_reason=map_stop_reason(response.stop_reason),
+            text=clean_text(text),
+            finish_reason=clean_text(map_stop_reason(getattr(response, "stop_reason", None))),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             latency_s=latency,
-            cost_usd=cost,
+            cost_usd=self._price.cost(input_tokens, output_tokens, batch=batch),
+            served_model=clean_text(getattr(response, "model", None)) or None,
         )
 
     def close(self) -> None:
-        """Release pooled HTTP connections (optional: the pool also dies with the process)."""
-        self._client.close()
+        """Release pooled HTTP connections; calls in flight fail at once."""
+        self.client.close()
 
     def __repr__(self) -> str:
         return f"AnthropicModel(name={self.name!r}, model={self._model!r})"

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from horizonbench.core.text import clean_text
 from horizonbench.core.types import Completion, Message
 
 _SCHEMA = """
@@ -37,6 +38,25 @@ CREATE TABLE IF NOT EXISTS attempts (
 )
 """
 
+#: columns added after the first release; an older store gains them on open
+_ADDED_COLUMNS = {
+    "served_model": "TEXT",
+    "system_fingerprint": "TEXT",
+    "run_tag": "TEXT",
+    "via_batch": "INTEGER NOT NULL DEFAULT 0",
+}
+
+_BATCHES = """
+CREATE TABLE IF NOT EXISTS batches (
+    batch_id     TEXT PRIMARY KEY,
+    model        TEXT NOT NULL,
+    identity     TEXT NOT NULL,
+    keys         TEXT NOT NULL,
+    state        TEXT NOT NULL,
+    submitted_at TEXT NOT NULL
+)
+"""
+
 
 def canonical_json(value: Any) -> str:
     """One spelling per value, so equal inputs always hash equally across runs and hosts."""
@@ -48,9 +68,9 @@ def messages_payload(messages: Iterable[Message | Mapping[str, str]]) -> list[di
     out: list[dict[str, str]] = []
     for m in messages:
         if isinstance(m, Message):
-            out.append({"role": m.role, "content": m.content})
+            out.append({"role": m.role, "content": clean_text(m.content)})
         else:
-            out.append({"role": str(m["role"]), "content": str(m["content"])})
+            out.append({"role": str(m["role"]), "content": clean_text(m["content"])})
     return out
 
 
@@ -86,6 +106,10 @@ def attempt_key(
 class AttemptStore:
     """SQLite-backed map ``attempt_key -> Completion`` for successful calls only.
 
+    Each answer records the ``run_tag`` of the run that paid for it, so a run can
+    reuse only its own answers (``evaluation.reuse: run``) in a store shared across
+    nights, and the served model and system fingerprint the provider reported.
+
     One connection guarded by a lock: writes are tiny and SQLite serialises writers
     anyway, so a connection per thread would add complexity without throughput.
     WAL mode lets a reader (e.g. a progress report) look while a run writes.
@@ -105,26 +129,32 @@ class AttemptStore:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute(_SCHEMA)
+            self._conn.execute(_BATCHES)
+            have = {row[1] for row in self._conn.execute("PRAGMA table_info(attempts)")}
+            for name, decl in _ADDED_COLUMNS.items():
+                if name not in have:
+                    self._conn.execute(f"ALTER TABLE attempts ADD COLUMN {name} {decl}")
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             raise RuntimeError(f"attempt store {self.path} is closed")
         return self._conn
 
-    def get(self, key: str) -> Completion | None:
+    def get(self, key: str, run_tag: str | None = None) -> Completion | None:
+        """The stored answer for ``key``; with ``run_tag``, only one that run made."""
+        sql = (
+            "SELECT text, finish_reason, input_tokens, output_tokens, latency_s, cost_usd,"
+            " served_model, system_fingerprint FROM attempts WHERE attempt_key = ?"
+        )
+        args: tuple[str, ...] = (key,)
+        if run_tag is not None:
+            sql += " AND run_tag = ?"
+            args = (key, run_tag)
         with self._lock:
-            row = (
-                self._connection()
-                .execute(
-                    "SELECT text, finish_reason, input_tokens, output_tokens, latency_s, cost_usd"
-                    " FROM attempts WHERE attempt_key = ?",
-                    (key,),
-                )
-                .fetchone()
-            )
+            row = self._connection().execute(sql, args).fetchone()
         if row is None:
             return None
-        text, finish_reason, input_tokens, output_tokens, latency_s, cost_usd = row
+        text, finish_reason, input_tokens, output_tokens, latency_s, cost_usd, served, fingerprint = row
         return Completion(
             text=text,
             finish_reason=finish_reason,
@@ -132,25 +162,67 @@ class AttemptStore:
             output_tokens=int(output_tokens),
             latency_s=float(latency_s),
             cost_usd=float(cost_usd),
+            served_model=served,
+            system_fingerprint=fingerprint,
         )
 
-    def put(self, key: str, completion: Completion) -> None:
-        """Store and commit at once (autocommit), so a crash loses at most the call in flight."""
+    def put(
+        self, key: str, completion: Completion, run_tag: str | None = None, *, via_batch: bool = False
+    ) -> None:
+        """Store and commit at once (autocommit), so a crash loses at most the call in flight.
+
+        Text is cleaned first (lone surrogates cannot be encoded), so no provider string
+        can make this raise.
+        """
         created_at = datetime.now(UTC).isoformat(timespec="seconds")
         with self._lock:
             self._connection().execute(
-                "INSERT OR IGNORE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO attempts (attempt_key, text, finish_reason, input_tokens,"
+                " output_tokens, latency_s, cost_usd, created_at, served_model, system_fingerprint,"
+                " run_tag, via_batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     key,
-                    completion.text,
-                    completion.finish_reason,
+                    clean_text(completion.text),
+                    clean_text(completion.finish_reason),
                     int(completion.input_tokens),
                     int(completion.output_tokens),
                     float(completion.latency_s),
                     float(completion.cost_usd),
                     created_at,
+                    clean_text(completion.served_model) if completion.served_model else None,
+                    clean_text(completion.system_fingerprint) if completion.system_fingerprint else None,
+                    run_tag,
+                    int(via_batch),
                 ),
             )
+
+    # --- provider batch jobs, so a crashed run resumes polling instead of resubmitting ----
+
+    def add_batch(self, batch_id: str, model: str, identity: Mapping[str, Any], keys: list[str]) -> None:
+        created_at = datetime.now(UTC).isoformat(timespec="seconds")
+        with self._lock:
+            self._connection().execute(
+                "INSERT OR REPLACE INTO batches VALUES (?, ?, ?, ?, 'open', ?)",
+                (batch_id, model, canonical_json(dict(identity)), json.dumps(keys), created_at),
+            )
+
+    def open_batches(self, identity: Mapping[str, Any]) -> list[tuple[str, list[str]]]:
+        """(batch id, attempt keys) of submitted batches not yet collected, oldest first."""
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT batch_id, keys FROM batches WHERE identity = ? AND state = 'open'"
+                    " ORDER BY submitted_at, batch_id",
+                    (canonical_json(dict(identity)),),
+                )
+                .fetchall()
+            )
+        return [(bid, list(json.loads(keys))) for bid, keys in rows]
+
+    def close_batch(self, batch_id: str, state: str = "collected") -> None:
+        with self._lock:
+            self._connection().execute("UPDATE batches SET state = ? WHERE batch_id = ?", (state, batch_id))
 
     def __contains__(self, key: object) -> bool:
         if not isinstance(key, str):

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from horizonbench.core.types import Completion, Message
+from horizonbench.models.failures import CallFailure
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptRequest:
-    """Everything needed to produce one attempt.
+    """Everything needed to produce one answer: one attempt, or one turn of a conversation.
 
-    ``row`` is the instance row; only offline baselines look at it (API models see
-    ``messages`` alone). ``seed`` is derived from (root seed, model, instance, sample),
-    so offline baselines are reproducible and API calls can pass it on where supported.
+    ``messages`` is the whole conversation so far (system, user and assistant turns);
+    the attempt key covers all of it, so each turn of a multi-turn episode is stored
+    and reused on its own. ``row`` is the instance row; only offline baselines look at
+    it (API models see ``messages`` alone). ``seed`` is derived from (root seed, model,
+    instance, sample), so offline baselines are reproducible and API calls can pass it
+    on where supported. ``turn`` is 0 for single-turn attempts.
     """
 
     instance_id: str
@@ -26,7 +30,8 @@ class AttemptRequest:
     top_p: float
     max_tokens: int
     seed: int
-    row: Mapping[str, Any]
+    row: Mapping[str, Any] = field(default_factory=dict)
+    turn: int = 0
 
 
 class Model(Protocol):
@@ -40,9 +45,9 @@ class Model(Protocol):
         ...
 
     def complete(self, request: AttemptRequest) -> Completion:
-        """One answer. Raises ``ModelCallError`` when the call fails for good."""
+        """One try. Raises :class:`CallFailure` (classified, secret-free) when it fails."""
         ...
 
 
-class ModelCallError(Exception):
-    """A call that failed after the provider's retries; recorded, then retried on resume."""
+#: kept for callers of the first release; every failure is now a classified CallFailure
+ModelCallError = CallFailure

@@ -1,9 +1,8 @@
 """OpenAI Chat Completions, for OpenAI itself and for OpenAI-compatible servers (vLLM, ...).
 
-Retries with backoff are left to the SDK (``spec.max_retries``); what reaches us is a
-failure for good, which becomes a ``ModelCallError`` so the engine records it and a
-resume retries it. Error text is scrubbed of the API key before it leaves this module,
-because it ends up in tables and logs.
+The SDK's own retries are off (``max_retries=0``): every try goes through the engine's
+retry layer and rate limiter. A failed call raises a classified, key-free
+:class:`CallFailure`.
 """
 
 from __future__ import annotations
@@ -12,10 +11,14 @@ import time
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from horizonbench.core.errors import ConfigError
+from horizonbench.core.text import clean_text
 from horizonbench.core.types import Completion
-from horizonbench.models.base import AttemptRequest, ModelCallError
+from horizonbench.models import failures as f
+from horizonbench.models.base import AttemptRequest
+from horizonbench.models.sdk_errors import classify_sdk_error
 from horizonbench.schemas.config import ModelSpec
 
 #: used when a spec gives no base_url; passed explicitly so OPENAI_BASE_URL cannot
@@ -24,21 +27,6 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 #: placeholder key for compatible servers that need none (the SDK insists on some key)
 NO_KEY = "EMPTY"
-
-_MAX_ERROR_CHARS = 500
-
-
-def _scrub(text: str, secret: str | None) -> str:
-    if secret and secret != NO_KEY:
-        text = text.replace(secret, "[redacted]")
-    return text[:_MAX_ERROR_CHARS]
-
-
-def describe_error(err: BaseException, secret: str | None) -> str:
-    """A one-line account of a failed call that is safe to store: never the key."""
-    status = getattr(err, "status_code", None)
-    head = f"{type(err).__name__}" + (f" (HTTP {status})" if status is not None else "")
-    return _scrub(f"{head}: {err}", secret)
 
 
 class OpenAIChatModel:
@@ -50,66 +38,84 @@ class OpenAIChatModel:
     treat it as best effort, so reproducibility still rests on the attempt store.
     """
 
+    endpoint = "/v1/chat/completions"
+
     def __init__(self, spec: ModelSpec, api_key: str | None) -> None:
         if spec.provider not in ("openai", "openai_compatible") or not spec.model:
             raise ValueError(f"model {spec.name!r} is not an OpenAI chat model")
         if spec.provider == "openai" and not api_key:
             raise ConfigError(f"model {spec.name!r}: provider 'openai' needs an API key")
         self.name = spec.name
-        self._spec = spec
+        self.spec = spec
         self._model: str = spec.model
         self._base_url = spec.base_url or OPENAI_BASE_URL
         self._secret = api_key or None
-        self._client = openai.OpenAI(
+        self._price = spec.price()
+        self.client = openai.OpenAI(
             api_key=api_key or NO_KEY,
             base_url=self._base_url,
             timeout=spec.timeout_s,
-            max_retries=spec.max_retries,
+            max_retries=0,
         )
 
     def identity(self) -> dict[str, Any]:
-        return {"provider": self._spec.provider, "model": self._model, "base_url": self._base_url}
+        return {"provider": self.spec.provider, "model": self._model, "base_url": self._base_url}
 
-    def complete(self, request: AttemptRequest) -> Completion:
-        kwargs: dict[str, Any] = {
+    def body(self, request: AttemptRequest) -> dict[str, Any]:
+        """The request body, as sent directly or as one line of a batch."""
+        body: dict[str, Any] = {
             "model": self._model,
             "messages": [{"role": m.role, "content": m.content} for m in request.messages],
             "temperature": request.temperature,
             "top_p": request.top_p,
             "seed": request.seed % 2**31,
         }
-        if self._spec.provider == "openai":
-            kwargs["max_completion_tokens"] = request.max_tokens
+        if self.spec.provider == "openai":
+            body["max_completion_tokens"] = request.max_tokens
         else:
-            kwargs["max_tokens"] = request.max_tokens
+            body["max_tokens"] = request.max_tokens
+        return body
+
+    def complete(self, request: AttemptRequest) -> Completion:
         start = time.perf_counter()
         try:
-            response = self._client.chat.completions.create(**kwargs)
-            return self._to_completion(response, time.perf_counter() - start)
-        except Exception as err:  # anything at all, malformed replies too: scrub the message
-            raise ModelCallError(describe_error(err, self._secret)) from None
+            response = self.client.chat.completions.create(**self.body(request))
+        except Exception as err:  # anything at all: classified and scrubbed
+            raise classify_sdk_error(err, self._secret) from None
+        return self.to_completion(response, time.perf_counter() - start)
 
-    def _to_completion(self, response: Any, latency: float) -> Completion:
-        if not response.choices:
-            raise ValueError("the response has no choices")
-        choice = response.choices[0]
-        usage = response.usage
+    def completion_from_json(self, body: dict[str, Any], *, batch: bool = False) -> Completion:
+        """A chat.completion body from a batch output line."""
+        try:
+            response = ChatCompletion.model_validate(body)
+        except Exception as err:
+            raise classify_sdk_error(err, self._secret) from None
+        return self.to_completion(response, 0.0, batch=batch)
+
+    def to_completion(self, response: Any, latency: float, *, batch: bool = False) -> Completion:
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise f.CallFailure(f.MALFORMED, "the response has no choices")
+        choice = choices[0]
+        usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        cost = self._spec.cost_usd(input_tokens, output_tokens)
+        message = getattr(choice, "message", None)
         return Completion(
             # content is None for refusals and tool calls: an empty answer fails parsing
-            text=choice.message.content or "",
-            finish_reason=choice.finish_reason or "unknown",
+            text=clean_text(getattr(message, "content", None) or ""),
+            finish_reason=clean_text(getattr(choice, "finish_reason", None) or "unknown"),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
             latency_s=latency,
-            cost_usd=cost,
+            cost_usd=self._price.cost(input_tokens, output_tokens, batch=batch),
+            served_model=clean_text(getattr(response, "model", None)) or None,
+            system_fingerprint=clean_text(getattr(response, "system_fingerprint", None)) or None,
         )
 
     def close(self) -> None:
-        """Release pooled HTTP connections (optional: the pool also dies with the process)."""
-        self._client.close()
+        """Release pooled HTTP connections; calls in flight fail at once."""
+        self.client.close()
 
     def __repr__(self) -> str:
         return f"OpenAIChatModel(name={self.name!r}, model={self._model!r})"

@@ -1,113 +1,163 @@
-"""Client-side rate limiting, so a run stays under a provider's per-minute quotas.
+"""Client-side rate control, so a run stays under a provider's limits without being told.
 
-The SDKs retry on HTTP 429, but hammering a provider until it pushes back wastes
-retries (and, for some providers, counts against the quota). A token bucket per budget
-keeps the steady rate at or below the configured requests and tokens per minute.
+Providers publish limits per minute but enforce them over much shorter windows (OpenAI:
+"enforced over shorter periods"). A token bucket holding 10 s of budget lets 100
+requests out at once against a 600-rpm limit that is counted per second, and every one
+past the tenth comes back 429. So the budget here is a **sliding window**: in any
+``window_s`` seconds at most ``per_minute * window_s / 60`` requests (and tokens) are
+sent, which is exactly what a provider counting over that window accepts, and the
+long-run rate is the per-minute figure.
 
-Burst size: each bucket holds :data:`BURST_SECONDS` (10 s) worth of its per-minute
-budget, i.e. one sixth of a minute's budget, and at least one request. Providers
-enforce "per minute" limits over shorter windows, so letting a whole minute's budget
-out at once would trip them; ten seconds' worth still lets a thread pool start at once.
+Details a caller relies on:
 
-A request larger than the token bucket (e.g. ``max_tokens`` above 10 s of TPM) waits
-until the bucket is full and then drives it negative, so it is admitted instead of
-blocking forever, and the debt delays later requests: the long-run rate still holds.
+* A window holds a whole number of requests: a fractional share rounds down (safe),
+  and when it would hold less than one (50 rpm counted per second) the window
+  stretches to one request's worth (1.2 s), so the rate still holds.
+* A small guard (``guard``, 2 % by default) widens the window, so jitter between our
+  clock and the provider's never puts one request too many into its window.
+* Tokens are reserved at admission and **reconciled** when the answer reports its usage
+  (:meth:`RateLimiter.reconcile`), so an estimate that was too high frees budget at once.
+* A request larger than the token window is admitted when the window is empty (it
+  would never fit otherwise); the window then holds it until it slides past.
+* :meth:`RateLimiter.pause` holds every admission until a time (after a 429 with a
+  Retry-After hint), so one refusal is not followed by a volley of others.
+* Waiting is interruptible: ``acquire`` returns ``None`` as soon as ``cancel`` is set,
+  so Ctrl-C stops threads queued here from sending anything.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from horizonbench.schemas.config import ModelSpec
-
-#: each bucket holds this many seconds' worth of its per-minute budget
-BURST_SECONDS = 10.0
-
-# relative float slack, so a sleep of exactly the computed wait is always enough
-_EPS = 1e-9
+from dataclasses import dataclass
 
 
-class _Bucket:
-    def __init__(self, per_minute: float, now: float, min_capacity: float) -> None:
-        if per_minute <= 0:
-            raise ValueError(f"a rate limit must be positive, got {per_minute}")
-        self.rate = per_minute / 60.0
-        self.capacity = max(min_capacity, per_minute * BURST_SECONDS / 60.0)
-        self.level = self.capacity
-        self.stamp = now
+@dataclass(slots=True, eq=False)
+class Reservation:
+    """One admitted request in the window; ``tokens`` is rewritten on reconcile."""
 
-    def refill(self, now: float) -> None:
-        if now > self.stamp:
-            self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
-            self.stamp = now
-
-    def wait_for(self, amount: float) -> float:
-        """Seconds until ``amount`` (capped at capacity) is available; 0 if it is now."""
-        need = min(amount, self.capacity)
-        missing = need - self.level
-        return 0.0 if missing <= _EPS * max(1.0, self.capacity) else missing / self.rate
+    at: float
+    tokens: float
 
 
 class RateLimiter:
-    """Thread-safe token buckets for requests and tokens per minute (either may be None).
-
-    ``clock`` and ``sleep`` are injectable so tests drive time deterministically.
-    """
+    """Thread-safe sliding-window limits on requests and tokens (either may be None)."""
 
     def __init__(
         self,
         requests_per_minute: float | None,
         tokens_per_minute: float | None,
+        *,
+        window_s: float = 1.0,
+        guard: float = 0.02,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        if window_s <= 0:
+            raise ValueError(f"window_s must be positive, got {window_s}")
+        for name, value in (
+            ("requests_per_minute", requests_per_minute),
+            ("tokens_per_minute", tokens_per_minute),
+        ):
+            if value is not None and value <= 0:
+                raise ValueError(f"a rate limit must be positive, got {name}={value}")
         self._clock = clock
-        self._sleep = sleep
-        self._lock = threading.Lock()
-        now = clock()
-        self._requests = _Bucket(requests_per_minute, now, 1.0) if requests_per_minute is not None else None
-        self._tokens = _Bucket(tokens_per_minute, now, 1.0) if tokens_per_minute is not None else None
-
-    @classmethod
-    def for_spec(cls, spec: ModelSpec) -> RateLimiter | None:
-        """The limiter a model spec asks for, or None when it sets no limit."""
-        if spec.requests_per_minute is None and spec.tokens_per_minute is None:
-            return None
-        return cls(spec.requests_per_minute, spec.tokens_per_minute)
+        self._cond = threading.Condition()
+        self._entries: deque[Reservation] = deque()
+        self._paused_until = 0.0
+        self.rpm = requests_per_minute
+        self.tpm = tokens_per_minute
+        # requests: a whole number per window, at least one; the window stretches to fit
+        if requests_per_minute is not None:
+            self.request_capacity = max(1, math.floor(requests_per_minute * window_s / 60.0 + 1e-9))
+            # never shorter than the provider's window: a fractional share rounds down
+            self.window_s = max(window_s, self.request_capacity * 60.0 / requests_per_minute)
+        else:
+            self.request_capacity = None
+            self.window_s = window_s
+        self.token_capacity = tokens_per_minute * self.window_s / 60.0 if tokens_per_minute else None
+        self._span = self.window_s * (1.0 + guard)
+        self._window_tokens = 0.0
 
     @property
-    def request_burst(self) -> float | None:
-        return self._requests.capacity if self._requests else None
+    def span_s(self) -> float:
+        """The window actually enforced (with the guard)."""
+        return self._span
 
-    @property
-    def token_burst(self) -> float | None:
-        return self._tokens.capacity if self._tokens else None
+    def _expire(self, now: float) -> None:
+        while self._entries and self._entries[0].at <= now - self._span:
+            self._window_tokens -= self._entries.popleft().tokens
+        if not self._entries:
+            self._window_tokens = 0.0  # no float drift survives an empty window
 
-    def acquire(self, tokens: int = 0) -> None:
-        """Block until one request and ``tokens`` tokens fit both budgets, then take them.
+    def _wait_needed(self, now: float, tokens: float) -> float:
+        """0 when a request of ``tokens`` may go now, else seconds until it might."""
+        if now < self._paused_until:
+            return self._paused_until - now
+        if not self._entries:
+            return 0.0
+        waits = []
+        if self.request_capacity is not None and len(self._entries) >= self.request_capacity:
+            waits.append(self._entries[len(self._entries) - self.request_capacity].at + self._span - now)
+        if self.token_capacity is not None and self._window_tokens + tokens > self.token_capacity * (
+            1 + 1e-9
+        ):
+            # wait until enough old entries slide out (or the window empties)
+            excess = self._window_tokens + tokens - self.token_capacity
+            freed = 0.0
+            until = self._entries[-1].at
+            for entry in self._entries:
+                freed += entry.tokens
+                until = entry.at
+                if freed >= excess:
+                    break
+            waits.append(until + self._span - now)
+        return max([0.0, *waits]) if waits else 0.0
 
-        Both are taken together under the lock, so a request never holds one budget
-        while waiting for the other.
-        """
+    def try_acquire(self, tokens: float = 0.0) -> Reservation | float:
+        """Take one request of ``tokens`` if it fits now; else the seconds to wait."""
         if tokens < 0:
             raise ValueError(f"tokens must be non-negative, got {tokens}")
+        with self._cond:
+            now = self._clock()
+            self._expire(now)
+            wait = self._wait_needed(now, tokens)
+            if wait > 0.0:
+                return wait
+            entry = Reservation(now, float(tokens))
+            self._entries.append(entry)
+            self._window_tokens += entry.tokens
+            return entry
+
+    def acquire(self, tokens: float = 0.0, cancel: threading.Event | None = None) -> Reservation | None:
+        """Block until one request of ``tokens`` fits, then take it; None if cancelled."""
         while True:
-            with self._lock:
-                now = self._clock()
-                wait = 0.0
-                for bucket, amount in ((self._requests, 1.0), (self._tokens, float(tokens))):
-                    if bucket is not None:
-                        bucket.refill(now)
-                        wait = max(wait, bucket.wait_for(amount))
-                if wait <= 0.0:
-                    if self._requests is not None:
-                        self._requests.level -= 1.0
-                    if self._tokens is not None:
-                        self._tokens.level -= float(tokens)
-                    return
-            # sleep outside the lock so other threads can refill and check meanwhile
-            self._sleep(wait)
+            if cancel is not None and cancel.is_set():
+                return None
+            got = self.try_acquire(tokens)
+            if isinstance(got, Reservation):
+                return got
+            with self._cond:
+                # short waits re-check the cancel flag promptly; notify wakes us early
+                self._cond.wait(timeout=min(got, 0.25))
+
+    def reconcile(self, reservation: Reservation, tokens: float) -> None:
+        """Replace a reservation's estimate with what the provider counted."""
+        with self._cond:
+            tokens = max(0.0, float(tokens))
+            if reservation in self._entries:
+                self._window_tokens += tokens - reservation.tokens
+            reservation.tokens = tokens
+            self._cond.notify_all()
+
+    def pause(self, seconds: float) -> None:
+        """Admit nothing for ``seconds`` (a provider's Retry-After)."""
+        with self._cond:
+            self._paused_until = max(self._paused_until, self._clock() + max(0.0, seconds))
+
+    def wake(self) -> None:
+        """Let waiting threads look at their cancel flags now."""
+        with self._cond:
+            self._cond.notify_all()

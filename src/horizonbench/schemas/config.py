@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from horizonbench.core.errors import ConfigError
+from horizonbench.schemas.prices import Price, price_for
 
 
 class _Strict(BaseModel):
@@ -89,16 +90,45 @@ class ModelSpec(_Strict):
     api_key_block: str | None = Field(default=None, pattern=r"^[a-z0-9-]+$")
     requests_per_minute: float | None = Field(default=None, gt=0)
     tokens_per_minute: float | None = Field(default=None, gt=0)
+    #: seconds over which the provider counts its per-minute limits; no more than a
+    #: window's share of the limits is ever sent within one window
+    rate_window_s: float = Field(default=1.0, gt=0, le=60)
+    #: what the provider counts against tokens_per_minute: the prompt plus ``max_tokens``
+    #: at admission ("requested", OpenAI) or the tokens used ("used", Anthropic, vLLM);
+    #: default by provider
+    tpm_counts: Literal["requested", "used"] | None = None
+    #: the most calls in flight; lowered on 429s and raised again when they stop
     max_concurrency: int = Field(default=4, ge=1, le=256)
     timeout_s: float = Field(default=600.0, gt=0)
-    max_retries: int = Field(default=4, ge=0, le=20)
-    input_cost_per_mtok: float = Field(default=0.0, ge=0)
-    output_cost_per_mtok: float = Field(default=0.0, ge=0)
+    #: retries after the first try, all through the rate limiter (the SDKs' are off)
+    max_retries: int = Field(default=6, ge=0, le=20)
+    #: the first backoff is drawn from [0, backoff_base_s]; the ceiling doubles per retry
+    backoff_base_s: float = Field(default=1.0, ge=0, le=600)
+    backoff_max_s: float = Field(default=60.0, ge=0, le=3600)
+    #: a Retry-After hint longer than this ends the attempt (retried by the next run)
+    retry_after_cap_s: float = Field(default=120.0, ge=0, le=86400)
+    #: consecutive 401/403/404 answers after which the model is stopped
+    stop_after_errors: int = Field(default=3, ge=1, le=100)
+    #: USD per million tokens; unset means the shipped price table (models/prices.py)
+    input_cost_per_mtok: float | None = Field(default=None, ge=0)
+    output_cost_per_mtok: float | None = Field(default=None, ge=0)
+    #: send the attempts through the provider's batch API (about half price, hours)
+    batch: bool = False
+    #: seconds between polls of a submitted batch
+    batch_poll_s: float = Field(default=30.0, gt=0, le=3600)
     settings: GenerationSettings | None = None
 
+    def price(self) -> Price:
+        return price_for(self.provider, self.model, self.input_cost_per_mtok, self.output_cost_per_mtok)
+
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
-        """What a call cost at the configured per-million-token prices."""
-        return (input_tokens * self.input_cost_per_mtok + output_tokens * self.output_cost_per_mtok) / 1e6
+        """What a call cost at this model's price (config override or shipped table)."""
+        return self.price().cost(input_tokens, output_tokens)
+
+    def counts_requested_tokens(self) -> bool:
+        if self.tpm_counts is not None:
+            return self.tpm_counts == "requested"
+        return self.provider == "openai"
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
@@ -112,6 +142,8 @@ class ModelSpec(_Strict):
                 raise ValueError(f"provider {self.provider!r} needs 'model'")
             if self.provider == "openai_compatible" and not self.base_url:
                 raise ValueError("provider 'openai_compatible' needs 'base_url'")
+        if self.batch and self.provider not in ("openai", "anthropic"):
+            raise ValueError(f"batch: provider {self.provider!r} has no batch API (openai and anthropic do)")
         return self
 
 
@@ -122,6 +154,15 @@ class EvaluationSpec(_Strict):
     models: list[ModelSpec] = Field(default_factory=list)
     #: where the attempt store lives; default <out>/attempts/store.sqlite
     store: str | None = None
+    #: which stored answers a run may reuse: "run" (those this run folder made: resume),
+    #: "store" (any answer in the store with the same key, across runs: only for pinned
+    #: model snapshots), "never" (always call)
+    reuse: Literal["run", "store", "never"] = "run"
+    #: stop sending new calls once this many USD are spent (estimates of calls in flight
+    #: count); what was answered is kept
+    budget_usd: float | None = Field(default=None, ge=0)
+    #: on Ctrl-C or SIGTERM, wait this long for calls in flight so their answers are kept
+    interrupt_grace_s: float = Field(default=10.0, ge=0, le=600)
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvaluationSpec:

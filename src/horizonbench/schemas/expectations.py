@@ -65,6 +65,7 @@ def scores_suite(violations: tuple[str, ...]) -> Suite:
             "instance_id",
             "family",
             "sample",
+            "answered",
             "success",
             "valid",
             "exact_match",
@@ -100,7 +101,9 @@ def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
         if "num_keys" in out:
             out["_min_length"] = (2 + 3 * out["num_keys"]).astype("int64")
     elif table == "scores":
-        bad = out["success"] & (~out["valid"] | out["violation"].notna() | (out["progress_ratio"] < 1.0))
+        bad = out["success"] & (
+            ~out["valid"] | out["violation"].notna() | (out["progress_ratio"] < 1.0) | ~out["answered"]
+        )
         out["_success_inconsistent"] = bad.astype(bool)
     return out
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 STEP_TYPE = pa.struct([("action", pa.string()), ("arg", pa.string())])
 
@@ -31,6 +31,8 @@ ATTEMPTS_SCHEMA = pa.schema(
         pa.field("instance_id", pa.string(), nullable=False),
         pa.field("family", pa.string(), nullable=False),
         pa.field("sample", pa.int32(), nullable=False),
+        #: 0 for single-turn attempts; the turn index within a multi-turn episode
+        pa.field("turn", pa.int32(), nullable=False),
         pa.field("prompt_sha256", pa.string(), nullable=False),
         pa.field("response", pa.string()),
         pa.field("finish_reason", pa.string()),
@@ -39,7 +41,15 @@ ATTEMPTS_SCHEMA = pa.schema(
         pa.field("latency_s", pa.float64(), nullable=False),
         pa.field("cost_usd", pa.float64(), nullable=False),
         pa.field("error", pa.string()),
+        #: null when answered; else a kind from models/failures.py (rate_limit, auth, ...)
+        pa.field("error_class", pa.string()),
+        #: calls sent for this attempt in this run (0 when reused)
+        pa.field("tries", pa.int32(), nullable=False),
         pa.field("reused", pa.bool_(), nullable=False),
+        pa.field("via_batch", pa.bool_(), nullable=False),
+        #: the model the provider says answered, and OpenAI's system_fingerprint
+        pa.field("served_model", pa.string()),
+        pa.field("system_fingerprint", pa.string()),
     ]
 )
 
@@ -62,6 +72,10 @@ SCORES_SCHEMA = pa.schema(
         pa.field("instance_id", pa.string(), nullable=False),
         pa.field("family", pa.string(), nullable=False),
         pa.field("sample", pa.int32(), nullable=False),
+        #: False for an attempt with no answer (a provider failure, not a model failure):
+        #: counted here, left out of every rate and fit
+        pa.field("answered", pa.bool_(), nullable=False),
+        pa.field("error_class", pa.string()),
         pa.field("solution_length", pa.int32(), nullable=False),
         pa.field("num_keys", pa.int32()),
         pa.field("noise_ratio", pa.float64()),

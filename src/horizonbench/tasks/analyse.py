@@ -17,6 +17,12 @@ from horizonbench.tasks.score import SCORES_REL
 from horizonbench.tasks.storage import write_table
 
 
+def answered_scores(scores: pd.DataFrame) -> pd.DataFrame:
+    """Only attempts that got an answer enter rates and fits; the others are counted in
+    the manifest and the report, never scored as failures of the model."""
+    return scores[scores["answered"].astype(bool)].reset_index(drop=True)
+
+
 def analyse_scores(
     scores: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int, bin_width: int = 1
 ) -> dict[str, pd.DataFrame]:
@@ -51,7 +57,7 @@ def to_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
 def analyse(cfg: Config, run: str) -> dict[str, str]:
     logger = get_run_logger()
     run_dir = Path(run)
-    scores = pq.read_table(run_dir / SCORES_REL, schema=SCORES_SCHEMA).to_pandas()
+    scores = answered_scores(pq.read_table(run_dir / SCORES_REL, schema=SCORES_SCHEMA).to_pandas())
     tables = analyse_scores(
         scores,
         cfg.analysis.bootstrap,

@@ -1,11 +1,14 @@
-"""Evaluate stage: every model answers every instance ``samples`` times, resumably.
+"""Evaluate stage: every model answers every instance ``samples`` times, side by side.
 
 Answers go to the attempt store as they arrive, so an interrupted run loses at most
-the calls in flight, and a rerun pays only for what is missing.
+the calls in flight, and a rerun pays only for what is missing. Every attempt gets a
+row, answered or not: failed ones carry their error class and are retried next run.
 """
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,16 +21,20 @@ from horizonbench.core.seeding import derive_seed
 from horizonbench.core.types import Message
 from horizonbench.models.attempt_store import AttemptStore, prompt_sha256
 from horizonbench.models.base import AttemptRequest
-from horizonbench.models.engine import evaluate
+from horizonbench.models.batch import submit_batch_job
+from horizonbench.models.budget import Budget
+from horizonbench.models.engine import Evaluation, ModelRunner, Outcome, attempt_row, submit_attempts
 from horizonbench.models.factory import build_model
 from horizonbench.models.rate_limit import RateLimiter
-from horizonbench.schemas.config import Config
+from horizonbench.models.retry import RetryPolicy
+from horizonbench.schemas.config import Config, ModelSpec
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.storage import rows_to_table, write_table
 
 ATTEMPTS_REL = "attempts/attempts.parquet"
 PROMPTS_REL = "prompts/prompts.parquet"
+RUN_TAG_REL = "attempts/run_tag"
 
 
 def instance_rows(run: Path, family: str) -> list[dict[str, Any]]:
@@ -89,42 +96,173 @@ def store_path(cfg: Config, run: Path) -> Path:
     return Path(cfg.evaluation.store) if cfg.evaluation.store else run / "attempts" / "store.sqlite"
 
 
+def run_tag(run: Path) -> str:
+    """This run folder's identity in the attempt store: made once, kept across reruns, so
+    ``reuse: run`` resumes its own answers and never serves another night's."""
+    path = run / RUN_TAG_REL
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tag = uuid.uuid4().hex
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(tag, encoding="utf-8")
+    tmp.replace(path)
+    return tag
+
+
+def build_runner(
+    spec: ModelSpec,
+    cfg: Config,
+    store: AttemptStore,
+    *,
+    tag: str,
+    budget: Budget | None,
+    on_event: Any = None,
+) -> ModelRunner:
+    """The call path for one model entry, with its own limits."""
+    limiter = None
+    if spec.requests_per_minute is not None or spec.tokens_per_minute is not None:
+        limiter = RateLimiter(spec.requests_per_minute, spec.tokens_per_minute, window_s=spec.rate_window_s)
+    return ModelRunner(
+        build_model(spec),
+        store,
+        limiter=limiter,
+        max_concurrency=spec.max_concurrency,
+        retry=RetryPolicy(
+            max_retries=spec.max_retries,
+            base_s=spec.backoff_base_s,
+            max_backoff_s=spec.backoff_max_s,
+            retry_after_cap_s=spec.retry_after_cap_s,
+        ),
+        stop_after_errors=spec.stop_after_errors,
+        tpm_counts_requested=spec.counts_requested_tokens(),
+        price=spec.price(),
+        budget=budget,
+        reuse=cfg.evaluation.reuse,
+        run_tag=tag,
+        on_event=on_event,
+        rng_seed=derive_seed(cfg.run.seed, "retry", spec.name),
+    )
+
+
+def model_counts(spec: ModelSpec, runner: ModelRunner, outcomes: list[Outcome]) -> dict[str, Any]:
+    """What the manifest and the report say about one model's attempts."""
+    answered = [o for o in outcomes if o.completion is not None]
+    fresh = [o for o in answered if not o.reused]
+    failed = Counter(o.error_class or "other" for o in outcomes if o.completion is None)
+    price = spec.price()
+    return {
+        "attempts": len(outcomes),
+        "answered": len(answered),
+        "reused": sum(1 for o in answered if o.reused),
+        "failed": sum(failed.values()),
+        "failed_by_class": dict(sorted(failed.items())),
+        "calls": runner.calls,
+        "rate_limited": runner.throttled,
+        "concurrency_cuts": runner.gate.cuts,
+        "input_tokens": sum(o.completion.input_tokens for o in answered if o.completion),
+        "output_tokens": sum(o.completion.output_tokens for o in answered if o.completion),
+        # what the answers cost when they were made, and what this run paid
+        "cost_usd": round(sum(o.completion.cost_usd for o in answered if o.completion), 6),
+        "cost_usd_this_run": round(sum(o.completion.cost_usd for o in fresh if o.completion), 6),
+        "price": {
+            "input_per_mtok": price.input_per_mtok,
+            "output_per_mtok": price.output_per_mtok,
+            "source": price.source,
+        },
+        "served_models": sorted(
+            {o.completion.served_model for o in answered if o.completion and o.completion.served_model}
+        ),
+        "stopped": runner.stopped,
+    }
+
+
 @task(name="evaluate", cache_policy=NONE)
 def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
-    """Run every configured model; write ``attempts/attempts.parquet``; return counts."""
+    """Run every configured model side by side; write ``attempts/attempts.parquet``.
+
+    Returns ``{"models": per-model counts (see :func:`model_counts`), "total": ...}``. Raises
+    ``EvaluationInterrupted`` on Ctrl-C/SIGTERM after keeping what arrived.
+    """
     logger = get_run_logger()
     run_dir = Path(run)
-    rows: list[dict[str, Any]] = []
-    counts: dict[str, Any] = {}
     path = store_path(cfg, run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     prompted = render_prompts(cfg, run_dir)
     write_table(rows_to_table(prompt_rows(prompted), PROMPTS_SCHEMA), run_dir / PROMPTS_REL, "prompts")
+    tag = run_tag(run_dir)
+    budget = Budget(cfg.evaluation.budget_usd)
+    specs = cfg.evaluation.models
+    requests = {spec.name: build_requests(cfg, prompted, spec.name) for spec in specs}
+    counts: dict[str, Any] = {}
+    rows: list[dict[str, Any]] = []
     with AttemptStore(path) as store:
-        for spec in cfg.evaluation.models:
-            model = build_model(spec)
-            requests = build_requests(cfg, prompted, spec.name)
-            with prog.progress(f"evaluate {spec.name}", len(requests)) as bar:
-                last = {"done": 0}
+        runners = {
+            spec.name: build_runner(spec, cfg, store, tag=tag, budget=budget, on_event=logger.error)
+            for spec in specs
+        }
+        evaluation = Evaluation(grace_s=cfg.evaluation.interrupt_grace_s)
+        items = [(f"evaluate {spec.name}", len(requests[spec.name])) for spec in specs]
+        plans: dict[str, tuple[list[Outcome | None], list[Any], list[int]]] = {}
+        for spec in specs:
+            runner, reqs = runners[spec.name], requests[spec.name]
+            if spec.batch:
+                plans[spec.name] = submit_batch_job(evaluation, runner, reqs, poll_s=spec.batch_poll_s)
+            else:
+                plans[spec.name] = submit_attempts(evaluation, runner, reqs)
+        with prog.progress_group(items) as bars:
+            bar_of = dict(zip(runners, bars, strict=True))
+            shown = dict.fromkeys(runners, 0)
 
-                def on_progress(done: int, bar: Any = bar, last: dict[str, int] = last) -> None:
-                    bar.advance(done - last["done"])
-                    last["done"] = done
+            def on_progress(name: str, done: int) -> None:
+                # done counts this run's futures; stored answers count from the start
+                now = len(requests[name]) - len(plans[name][2]) + done
+                bar_of[name].advance(now - shown[name])
+                shown[name] = now
 
-                model_rows = evaluate(
-                    requests,
-                    model,
-                    store,
-                    limiter=RateLimiter.for_spec(spec),
-                    max_concurrency=spec.max_concurrency,
-                    on_progress=on_progress,
-                )
-            errors = sum(1 for r in model_rows if r["error"] is not None)
-            reused = sum(1 for r in model_rows if r["reused"])
-            counts[spec.name] = {"attempts": len(model_rows), "errors": errors, "reused": reused}
-            logger.info(
-                "%s: %d attempts (%d reused, %d failed calls)", spec.name, len(model_rows), reused, errors
+            for name in runners:
+                on_progress(name, 0)
+            evaluation.on_progress = on_progress
+            evaluation.run(
+                [(name, plan[1]) for name, plan in plans.items()], sum(map(len, requests.values()))
             )
-            rows.extend(model_rows)
+        for spec in specs:
+            outcomes, futures, todo = plans[spec.name]
+            if spec.batch:
+                results = futures[0].result() if futures else []
+                for i, outcome in zip(todo, results, strict=True):
+                    outcomes[i] = outcome
+            else:
+                for i, fut in zip(todo, futures, strict=True):
+                    outcomes[i] = fut.result()
+            done = [o for o in outcomes if o is not None]
+            runner = runners[spec.name]
+            counts[spec.name] = model_counts(spec, runner, done)
+            runner.close()
+            for o in done:
+                row = attempt_row(o)
+                row["model"] = spec.name
+                rows.append(row)
+            c = counts[spec.name]
+            logger.info(
+                "%s: %d attempts (%d reused, %d failed), $%.4f",
+                spec.name,
+                c["attempts"],
+                c["reused"],
+                c["failed"],
+                c["cost_usd_this_run"],
+            )
     write_table(rows_to_table(rows, ATTEMPTS_SCHEMA), run_dir / ATTEMPTS_REL, "attempts")
-    return counts
+    if budget.exhausted:
+        logger.warning(
+            "evaluation.budget_usd (%.2f) reached: later calls were not sent", budget.limit_usd or 0
+        )
+    total = {
+        "attempts": sum(c["attempts"] for c in counts.values()),
+        "answered": sum(c["answered"] for c in counts.values()),
+        "failed": sum(c["failed"] for c in counts.values()),
+        "cost_usd_this_run": round(budget.spent_usd, 6),
+        "budget_usd": cfg.evaluation.budget_usd,
+        "budget_reached": budget.exhausted,
+    }
+    return {"models": counts, "total": total}

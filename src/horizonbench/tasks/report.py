@@ -22,7 +22,7 @@ EXAMPLES_PER_MODEL = 4
 
 def failure_examples(scores: pd.DataFrame, attempts: pd.DataFrame) -> list[dict[str, Any]]:
     """A few failed attempts per model, the shortest problems first (easiest to read)."""
-    failed = scores[~scores["success"].astype(bool)]
+    failed = scores[scores["answered"].astype(bool) & ~scores["success"].astype(bool)]
     if failed.empty:
         return []
     merged = failed.merge(

@@ -20,8 +20,9 @@ SCORES_REL = "scores/scores.parquet"
 
 
 def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One score row per attempt that got an answer. Failed calls are not scored: a
-    provider outage is not a reasoning failure, and a rerun will retry them."""
+    """One score row per attempt. An attempt without an answer gets ``answered=False``
+    and its error class: it is counted, never scored as a model failure (a provider
+    outage is not a reasoning failure), and a rerun retries it."""
     out: list[tuple[int, dict[str, Any]]] = []
     families: dict[str, Any] = {}
     # visit each instance's attempts together (families cache per-instance work), then
@@ -31,10 +32,11 @@ def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, An
         for i in order:
             att = attempts[i]
             bar.advance()
-            if att["error"] is not None or att["response"] is None:
+            row = instances[att["instance_id"]]
+            if att["response"] is None:
+                out.append((i, _unanswered(att, row)))
                 continue
             fam = families.setdefault(att["family"], get_family(att["family"]))
-            row = instances[att["instance_id"]]
             parsed = fam.parse_answer(att["response"])
             s = fam.score(row, parsed)
             out.append(
@@ -45,6 +47,8 @@ def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, An
                         "instance_id": att["instance_id"],
                         "family": att["family"],
                         "sample": att["sample"],
+                        "answered": True,
+                        "error_class": None,
                         "solution_length": row["solution_length"],
                         "num_keys": row.get("num_keys"),
                         "noise_ratio": row.get("noise_ratio"),
@@ -63,6 +67,31 @@ def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, An
                 )
             )
     return [row for _, row in sorted(out, key=lambda pair: pair[0])]
+
+
+def _unanswered(att: dict[str, Any], row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "model": att["model"],
+        "instance_id": att["instance_id"],
+        "family": att["family"],
+        "sample": att["sample"],
+        "answered": False,
+        "error_class": att.get("error_class") or "other",
+        "solution_length": row["solution_length"],
+        "num_keys": row.get("num_keys"),
+        "noise_ratio": row.get("noise_ratio"),
+        "shuffle_ratio": row.get("shuffle_ratio"),
+        "success": False,
+        "valid": False,
+        "exact_match": False,
+        "progress_ratio": 0.0,
+        "precision": 0.0,
+        "recall": 0.0,
+        "plan_length": 0,
+        "violation": None,
+        "first_violation_step": None,
+        "parse_error": None,
+    }
 
 
 @task(name="score", cache_policy=NONE)

@@ -1,0 +1,33 @@
+"""Small conveniences for tests that drive the evaluation engine directly."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from horizonbench.models.attempt_store import AttemptStore
+from horizonbench.models.base import AttemptRequest, Model
+from horizonbench.models.engine import ModelRunner, attempt_row, evaluate
+from horizonbench.models.retry import RetryPolicy
+
+#: retries in tests: quick backoff so a test never waits seconds for jitter
+FAST_RETRY = RetryPolicy(max_retries=3, base_s=0.01, max_backoff_s=0.05, retry_after_cap_s=5.0)
+
+
+def runner_for(model: Model, store: AttemptStore, **kw: Any) -> ModelRunner:
+    kw.setdefault("retry", FAST_RETRY)
+    return ModelRunner(model, store, **kw)
+
+
+def rows_for(
+    requests: Sequence[AttemptRequest], model: Model, store: AttemptStore, **kw: Any
+) -> list[dict[str, Any]]:
+    """Attempts-table rows for ``requests``, as the evaluate stage writes them."""
+    on_progress = kw.pop("on_progress", None)
+    runner = runner_for(model, store, **kw)
+    rows = []
+    for outcome in evaluate(requests, runner, on_progress=on_progress):
+        row = attempt_row(outcome)
+        row["model"] = model.name
+        rows.append(row)
+    return rows

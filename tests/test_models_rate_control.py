@@ -1,0 +1,191 @@
+"""Rate control without a network: the sliding window, reconciliation, pauses, cancels,
+AIMD concurrency and the backoff schedule, on a fake clock where time matters."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from horizonbench.models.concurrency import AdaptiveConcurrency
+from horizonbench.models.rate_limit import RateLimiter, Reservation
+from horizonbench.models.retry import RetryPolicy, backoff_delay
+
+
+class FakeClock:
+    def __init__(self, start: float = 1000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _take(limiter: RateLimiter, clock: FakeClock, tokens: float = 0.0) -> Reservation:
+    """Acquire on the fake clock: advance time by exactly the wait the limiter asks for."""
+    for _ in range(10_000):
+        got = limiter.try_acquire(tokens)
+        if isinstance(got, Reservation):
+            return got
+        assert got > 0
+        clock.now += got
+    raise AssertionError("never admitted")
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    rpm=st.floats(min_value=1.0, max_value=50_000.0, allow_nan=False),
+    window=st.sampled_from([0.5, 1.0, 2.0, 10.0]),
+    n=st.integers(min_value=1, max_value=200),
+    gaps=st.lists(st.floats(min_value=0.0, max_value=0.3), min_size=200, max_size=200),
+)
+def test_no_window_ever_holds_more_than_its_share(
+    rpm: float, window: float, n: int, gaps: list[float]
+) -> None:
+    """In any interval of the provider's window, at most rpm*window/60 requests (at least
+    one), and the long-run rate never exceeds rpm."""
+    clock = FakeClock()
+    limiter = RateLimiter(rpm, None, window_s=window, clock=clock)
+    times = []
+    for i in range(n):
+        clock.now += gaps[i]
+        times.append(_take(limiter, clock).at)
+    share = max(1.0, rpm * window / 60.0)
+    for i, t in enumerate(times):
+        in_window = sum(1 for u in times[i:] if u < t + window)
+        assert in_window <= max(1, int(share + 1e-9))
+    if n > limiter.request_capacity:
+        span = times[-1] - times[0]
+        assert (n - limiter.request_capacity) <= span * rpm / 60.0 + 1e-6
+
+
+def test_600_rpm_counted_per_second_sends_ten_per_window_and_full_rate() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(600, None, window_s=1.0, clock=clock)
+    times = [_take(limiter, clock).at for _ in range(600)]
+    assert limiter.request_capacity == 10
+    assert times[9] == times[0] and times[10] > times[0] + 1.0  # ten at once, then the window
+    rate = 600 / (times[-1] - times[0] + limiter.span_s)
+    assert 0.97 * 10 <= rate <= 10.0  # the guard costs 2 %, never more than the limit
+
+
+def test_tokens_reconcile_frees_budget_at_once() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(None, 600.0, window_s=1.0, clock=clock)  # 10 tokens per window
+    first = _take(limiter, clock, 8)
+    assert isinstance(limiter.try_acquire(8), float)  # 16 > 10: must wait
+    limiter.reconcile(first, 2)  # it used only 2
+    assert isinstance(limiter.try_acquire(8), Reservation)  # 2 + 8 fits now
+
+
+def test_an_oversize_request_waits_for_an_empty_window_then_goes() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(None, 600.0, window_s=1.0, clock=clock)
+    _take(limiter, clock, 5)
+    start = clock.now
+    _take(limiter, clock, 50)  # 5x the window: admitted once the window is empty
+    assert clock.now - start == pytest.approx(limiter.span_s)
+
+
+def test_pause_holds_everyone_and_cancel_releases_waiters() -> None:
+    limiter = RateLimiter(60_000, None)
+    limiter.pause(30.0)
+    cancel = threading.Event()
+    got: list[object] = []
+    thread = threading.Thread(target=lambda: got.append(limiter.acquire(1, cancel)))
+    thread.start()
+    time.sleep(0.1)
+    assert thread.is_alive()  # paused
+    cancel.set()
+    limiter.wake()
+    thread.join(timeout=2)
+    assert not thread.is_alive() and got == [None]
+
+
+def test_bad_limits_are_refused() -> None:
+    with pytest.raises(ValueError):
+        RateLimiter(0, None)
+    with pytest.raises(ValueError):
+        RateLimiter(None, -5)
+    with pytest.raises(ValueError):
+        RateLimiter(10, None, window_s=0)
+    with pytest.raises(ValueError):
+        RateLimiter(10, None).try_acquire(-1)
+
+
+def test_without_limits_everything_goes_at_once() -> None:
+    limiter = RateLimiter(None, None)
+    for _ in range(1000):
+        assert isinstance(limiter.try_acquire(10**6), Reservation)
+
+
+# --- AIMD ---------------------------------------------------------------------------------
+
+
+def test_probe_then_aimd_cut_and_recovery() -> None:
+    clock = FakeClock()
+    gate = AdaptiveConcurrency(16, cooldown_s=1.0, clock=clock)
+    assert gate.limit == 1  # the probe: one call until the model answers once
+    assert gate.enter()
+    gate.leave(answered=True)
+    assert gate.limit == 16
+    gate.enter()
+    gate.leave(answered=False, throttled=True)
+    assert gate.limit == 8 and gate.cuts == 1
+    gate.enter()
+    gate.leave(answered=False, throttled=True)  # same burst: within the cooldown
+    assert gate.limit == 8
+    clock.now += 1.5
+    gate.enter()
+    gate.leave(answered=False, throttled=True)
+    assert gate.limit == 4
+    for _ in range(200):  # refusals stop: the limit climbs back to the ceiling
+        gate.enter()
+        gate.leave(answered=True)
+    assert gate.limit == 16
+
+
+def test_gate_blocks_at_the_limit_and_cancel_frees_waiters() -> None:
+    gate = AdaptiveConcurrency(2, probe=False)
+    assert gate.enter() and gate.enter()
+    cancel = threading.Event()
+    result: list[bool] = []
+    thread = threading.Thread(target=lambda: result.append(gate.enter(cancel)))
+    thread.start()
+    time.sleep(0.1)
+    assert thread.is_alive()
+    cancel.set()
+    gate.wake()
+    thread.join(timeout=2)
+    assert result == [False]
+
+
+# --- backoff ------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    retry=st.integers(min_value=0, max_value=100),
+    hint=st.one_of(st.none(), st.floats(min_value=0.0, max_value=100.0)),
+    seed=st.integers(min_value=0, max_value=2**32),
+)
+def test_backoff_is_full_jitter_capped_and_never_below_the_hint(
+    retry: int, hint: float | None, seed: int
+) -> None:
+    policy = RetryPolicy(max_retries=10, base_s=0.5, max_backoff_s=30.0, retry_after_cap_s=120.0)
+    delay = backoff_delay(policy, retry, hint, random.Random(seed))
+    ceiling = min(30.0, 0.5 * 2**retry)
+    assert 0.0 <= delay <= max(ceiling, hint or 0.0)
+    if hint is not None:
+        assert delay >= hint
+
+
+def test_backoff_spreads_retries() -> None:
+    rng = random.Random(1)
+    policy = RetryPolicy(base_s=1.0, max_backoff_s=60.0)
+    delays = [backoff_delay(policy, 3, None, rng) for _ in range(1000)]
+    assert 3.0 < sum(delays) / len(delays) < 5.0  # uniform on [0, 8]: mean 4
+    assert min(delays) < 0.5 and max(delays) > 7.5
