@@ -26,12 +26,13 @@ Design points a caller relies on:
 
 from __future__ import annotations
 
+import queue
 import random
 import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -237,6 +238,10 @@ class ModelRunner:
                 return self._failed(request, key, f.INTERRUPTED, "interrupted before an answer", tries, start)
             if self.stopped is not None:
                 return self._failed(request, key, f.MODEL_STOPPED, self.stopped, tries, start)
+            # the probe/AIMD gate first: estimates made after it use what the answers
+            # that came back meanwhile taught us, not the max_tokens of a cold start
+            if not self.gate.enter(self.cancel):
+                return self._failed(request, key, f.INTERRUPTED, "interrupted before an answer", tries, start)
             in_tokens = self.tokens.input_tokens(request)
             out_tokens = (
                 float(request.max_tokens) if self.tpm_requested else self.tokens.output_tokens(request)
@@ -247,12 +252,10 @@ class ModelRunner:
                 else 0.0
             )
             if self.budget is not None and not self.budget.reserve(cost_estimate):
+                self.gate.leave(answered=False)
                 return self._failed(
                     request, key, f.BUDGET, "evaluation.budget_usd reached before this call", tries, start
                 )
-            if not self.gate.enter(self.cancel):
-                self._settle(cost_estimate, 0.0)
-                return self._failed(request, key, f.INTERRUPTED, "interrupted before an answer", tries, start)
             answered = throttled = False
             try:
                 reservation = (
@@ -425,16 +428,24 @@ class Evaluation:
         within the grace period, close clients, and raise EvaluationInterrupted."""
         owner = {fut: name for name, futs in work for fut in futs}
         done_per: dict[str, int] = {name: 0 for name, _ in work}
-        pending = set(owner)
+        # completions arrive through a queue: O(1) per future (concurrent.futures.wait
+        # over thousands of pending futures costs O(n) per call)
+        finished: queue.SimpleQueue[Future[Any]] = queue.SimpleQueue()
+        for fut in owner:
+            fut.add_done_callback(finished.put)
+        left = len(owner)
         try:
-            while pending and not self.cancel.is_set():
-                finished, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
-                for fut in finished:
-                    fut.result()  # a broken store propagates here
-                    name = owner[fut]
-                    done_per[name] += 1
-                    if self.on_progress is not None:
-                        self.on_progress(name, done_per[name])
+            while left and not self.cancel.is_set():
+                try:
+                    fut = finished.get(timeout=0.25)
+                except queue.Empty:
+                    continue
+                left -= 1
+                fut.result()  # a broken store propagates here
+                name = owner[fut]
+                done_per[name] += 1
+                if self.on_progress is not None:
+                    self.on_progress(name, done_per[name])
         except BaseException:
             self._wind_down(owner, total)
             raise EvaluationInterrupted(self._answered_count(owner), total) from None

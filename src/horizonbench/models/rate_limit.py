@@ -13,8 +13,11 @@ Details a caller relies on:
 * A window holds a whole number of requests: a fractional share rounds down (safe),
   and when it would hold less than one (50 rpm counted per second) the window
   stretches to one request's worth (1.2 s), so the rate still holds.
-* A small guard (``guard``, 2 % by default) widens the window, so jitter between our
+* A small guard (``guard``, 1 % by default) widens the window, so jitter between our
   clock and the provider's never puts one request too many into its window.
+* Requests are spaced evenly through the window rather than sent as one burst: a burst
+  of ten leaves the client over tens of milliseconds (each SDK call costs CPU), and its
+  stragglers would share a provider window with the next burst.
 * Tokens are reserved at admission and **reconciled** when the answer reports its usage
   (:meth:`RateLimiter.reconcile`), so an estimate that was too high frees budget at once.
 * A request larger than the token window is admitted when the window is empty (it
@@ -52,7 +55,7 @@ class RateLimiter:
         tokens_per_minute: float | None,
         *,
         window_s: float = 1.0,
-        guard: float = 0.02,
+        guard: float = 0.01,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if window_s <= 0:
@@ -66,6 +69,7 @@ class RateLimiter:
         self._clock = clock
         self._cond = threading.Condition()
         self._entries: deque[Reservation] = deque()
+        self._waiters: deque[threading.Event] = deque()
         self._paused_until = 0.0
         self.rpm = requests_per_minute
         self.tpm = tokens_per_minute
@@ -80,6 +84,11 @@ class RateLimiter:
         self.token_capacity = tokens_per_minute * self.window_s / 60.0 if tokens_per_minute else None
         self._span = self.window_s * (1.0 + guard)
         self._window_tokens = 0.0
+        #: requests are also spaced evenly (span / capacity apart), so a window's share is
+        #: not sent as one burst whose last request, delayed by the client's own CPU,
+        #: lands in the provider's next window together with the next burst
+        self._spacing = self._span / self.request_capacity if self.request_capacity else 0.0
+        self._last_admit = -float("inf")
 
     @property
     def span_s(self) -> float:
@@ -96,6 +105,8 @@ class RateLimiter:
         """0 when a request of ``tokens`` may go now, else seconds until it might."""
         if now < self._paused_until:
             return self._paused_until - now
+        if now < self._last_admit + self._spacing:
+            return self._last_admit + self._spacing - now
         if not self._entries:
             return 0.0
         waits = []
@@ -129,19 +140,41 @@ class RateLimiter:
             entry = Reservation(now, float(tokens))
             self._entries.append(entry)
             self._window_tokens += entry.tokens
+            self._last_admit = now
             return entry
 
     def acquire(self, tokens: float = 0.0, cancel: threading.Event | None = None) -> Reservation | None:
-        """Block until one request of ``tokens`` fits, then take it; None if cancelled."""
-        while True:
-            if cancel is not None and cancel.is_set():
-                return None
-            got = self.try_acquire(tokens)
-            if isinstance(got, Reservation):
-                return got
+        """Block until one request of ``tokens`` fits, then take it; None if cancelled.
+
+        Waiters queue first-in, first-out and only the head of the queue polls the window:
+        fifteen threads waiting for the next slot cost one wake-up per slot, not fifteen.
+        """
+        me = threading.Event()
+        with self._cond:
+            self._waiters.append(me)
+            if self._waiters[0] is me:
+                me.set()
+        try:
+            while True:
+                if cancel is not None and cancel.is_set():
+                    return None
+                if not me.wait(timeout=0.25):
+                    continue
+                with self._cond:
+                    if self._waiters[0] is not me:  # woken by wake(): not our turn yet
+                        me.clear()
+                        continue
+                got = self.try_acquire(tokens)
+                if isinstance(got, Reservation):
+                    return got
+                with self._cond:
+                    # short waits re-check the cancel flag promptly; notify wakes us early
+                    self._cond.wait(timeout=min(got, 0.25))
+        finally:
             with self._cond:
-                # short waits re-check the cancel flag promptly; notify wakes us early
-                self._cond.wait(timeout=min(got, 0.25))
+                self._waiters.remove(me)
+                if self._waiters:
+                    self._waiters[0].set()
 
     def reconcile(self, reservation: Reservation, tokens: float) -> None:
         """Replace a reservation's estimate with what the provider counted."""
@@ -160,4 +193,6 @@ class RateLimiter:
     def wake(self) -> None:
         """Let waiting threads look at their cancel flags now."""
         with self._cond:
+            for waiter in self._waiters:
+                waiter.set()
             self._cond.notify_all()
