@@ -37,6 +37,19 @@ def test_a_bad_config_fails_at_deploy_time(tmp_path):
         nightly_deployment(bad)
 
 
+def test_a_fixed_out_folder_would_serve_old_answers_and_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match=r"\{date\}"):
+        nightly_deployment(CONFIGS / "small.yaml", out=str(tmp_path / "nightly"))
+    never = tmp_path / "never.yaml"
+    never.write_text((CONFIGS / "small.yaml").read_text() + "\n")
+    import yaml
+
+    data = yaml.safe_load(never.read_text())
+    data["evaluation"]["reuse"] = "never"
+    never.write_text(yaml.safe_dump(data))
+    assert nightly_deployment(never, out=str(tmp_path / "nightly")).name == "nightly"
+
+
 def test_date_placeholder_becomes_the_utc_date():
     import re
 
