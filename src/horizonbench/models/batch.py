@@ -37,7 +37,7 @@ import openai
 from horizonbench.core.types import Completion
 from horizonbench.models import failures as f
 from horizonbench.models.base import AttemptRequest
-from horizonbench.models.engine import Evaluation, ModelRunner, Outcome, safe_error
+from horizonbench.models.engine import Evaluation, ModelRunner, Outcome, safe_error, split_stored
 from horizonbench.models.sdk_errors import classify_sdk_error, scrub
 
 _OPENAI_ENDPOINT = "/v1/chat/completions"
@@ -331,15 +331,7 @@ def submit_batch_job(
 ) -> tuple[list[Outcome | None], list[Future[Any]], list[int]]:
     """Like :func:`submit_attempts`, but the attempts not stored go out as one batch job
     (a single future whose result is their outcomes, in order)."""
-    keys = [runner.key(r) for r in requests]
-    outcomes: list[Outcome | None] = [None] * len(requests)
-    todo: list[int] = []
-    for i, (request, key) in enumerate(zip(requests, keys, strict=True)):
-        stored = runner.lookup(key)
-        if stored is not None:
-            outcomes[i] = Outcome(request, key, stored, reused=True)
-        else:
-            todo.append(i)
+    keys, outcomes, todo = split_stored(runner, requests)
     futures: list[Future[Any]] = []
     if todo:
         pool = evaluation.pool(runner, 1)

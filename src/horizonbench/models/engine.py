@@ -485,13 +485,10 @@ def _answered(result: Any) -> bool:
     return False
 
 
-def submit_attempts(
-    evaluation: Evaluation, runner: ModelRunner, requests: Sequence[AttemptRequest]
-) -> tuple[list[Outcome | None], list[Future[Any]], list[int]]:
-    """Stored answers at once; the rest as futures on the runner's own pool.
-
-    Returns (outcomes with stored ones filled in, futures, the indices they answer).
-    """
+def split_stored(
+    runner: ModelRunner, requests: Sequence[AttemptRequest]
+) -> tuple[list[str], list[Outcome | None], list[int]]:
+    """(keys, outcomes with the reusable stored answers filled in, indices still to do)."""
     keys = [runner.key(r) for r in requests]
     outcomes: list[Outcome | None] = [None] * len(requests)
     todo: list[int] = []
@@ -501,6 +498,17 @@ def submit_attempts(
             outcomes[i] = Outcome(request, key, stored, reused=True)
         else:
             todo.append(i)
+    return keys, outcomes, todo
+
+
+def submit_attempts(
+    evaluation: Evaluation, runner: ModelRunner, requests: Sequence[AttemptRequest]
+) -> tuple[list[Outcome | None], list[Future[Any]], list[int]]:
+    """Stored answers at once; the rest as futures on the runner's own pool.
+
+    Returns (outcomes with stored ones filled in, futures, the indices they answer).
+    """
+    keys, outcomes, todo = split_stored(runner, requests)
     futures: list[Future[Any]] = []
     if todo:
         pool = evaluation.pool(runner, min(runner.max_concurrency, len(todo)))

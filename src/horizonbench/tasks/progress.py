@@ -35,33 +35,12 @@ def enabled() -> bool:
 
 @contextmanager
 def progress(description: str, total: int | None) -> Iterator[Progress]:
-    if not enabled():
-        yield _Silent()
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-    from rich.progress import Progress as RichProgress
-
-    with RichProgress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=False,
-    ) as bar:
-        yield _Rich(bar, bar.add_task(description, total=total))
+    with progress_group([(description, total)]) as bars:
+        yield bars[0]
 
 
 @contextmanager
-def progress_group(items: list[tuple[str, int]]) -> Iterator[list[Progress]]:
+def progress_group(items: list[tuple[str, int | None]]) -> Iterator[list[Progress]]:
     """One bar per item in one live display (models evaluated side by side)."""
     if not enabled():
         yield [_Silent() for _ in items]
