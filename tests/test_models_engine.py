@@ -503,3 +503,20 @@ def test_runner_rejects_bad_settings(tmp_path: Path) -> None:
             ModelRunner(_ExplodingModel(), store, max_concurrency=0)
         with pytest.raises(ValueError, match="reuse"):
             ModelRunner(_ExplodingModel(), store, reuse="sometimes")
+
+
+def test_a_slow_model_does_not_hold_up_the_others(tmp_path: Path) -> None:
+    """Models run side by side: a model limited to one call a second does not delay a
+    fast one (judged by the order of arrival at the server, not by timing)."""
+    with running_fake_server(_echo) as server, AttemptStore(tmp_path / "s.sqlite") as store:
+        slow = runner_for(
+            _model(server.base_url, name="slow", model="slow-model"), store, limiter=RateLimiter(60, None)
+        )
+        fast = runner_for(_model(server.base_url, name="fast", model="fast-model"), store, max_concurrency=4)
+        evaluation = Evaluation()
+        plans = [(r.name, submit_attempts(evaluation, r, _requests(n))) for r, n in ((slow, 4), (fast, 30))]
+        evaluation.run([(name, plan[1]) for name, plan in plans], 34)
+        order = [r.body["model"] for r in server.requests]
+    assert order.count("fast-model") == 30 and order.count("slow-model") == 4
+    second_slow = [i for i, m in enumerate(order) if m == "slow-model"][1]
+    assert all(i < second_slow for i, m in enumerate(order) if m == "fast-model")
