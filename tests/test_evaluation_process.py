@@ -102,7 +102,8 @@ def test_signal_mid_run_then_rerun_pays_only_for_calls_in_flight(sig, tmp_path, 
     with running_fake_server(lambda body: "I do not know.", latency_s=0.3, rpm=1200) as server:
         cfg = _config(tmp_path / "c.yaml", [_model(server)])
         out = tmp_path / "run"
-        api = None if sig == signal.SIGTERM else prefect_server  # SIGTERM: the temporary server
+        # SIGTERM and SIGKILL: the command's own temporary Prefect server must go too
+        api = prefect_server if sig == signal.SIGINT else None
         proc = _start(cfg, out, _env(tmp_path, api))
         _wait_answers(server, proc, 30)
         requests_at_signal = len(server.requests)
@@ -123,9 +124,14 @@ def test_signal_mid_run_then_rerun_pays_only_for_calls_in_flight(sig, tmp_path, 
             assert took < 15  # liveness: Ctrl-C is not a two-minute wait
             last = stderr.strip().splitlines()[-1]
             assert re.search(r"interrupted: \d+ of 200 attempts done and stored", last), last
-        if sig == signal.SIGTERM:
+        if sig != signal.SIGINT:
             started = re.findall(r"Starting temporary server on (http://127\.0\.0\.1:\d+)", stdout + stderr)
-            assert started and _port_closed(started[-1])  # the temporary Prefect server is gone
+            assert started
+            # SIGKILL: the kernel sends the server SIGTERM when its parent dies (PDEATHSIG)
+            deadline = time.monotonic() + 15
+            while not _port_closed(started[-1]) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert _port_closed(started[-1])  # the temporary Prefect server is gone
         first_calls = len(server.requests)
 
         rerun = subprocess.run(
