@@ -186,6 +186,20 @@ def test_missing_attempts_exit_3_and_a_401_model_is_named_while_another_complete
     assert (~scores[scores.model == "wrong-key"].answered).all() and len(scores) == 40
     report = (tmp_path / "run" / "report" / "index.html").read_text()
     assert "wrong-key: attempts without an answer" in report
+    # a nightly deployment sees it too: the flow run ends Failed with the same line
+    import asyncio
+
+    from prefect.client.orchestration import get_client
+
+    async def states() -> list[tuple[str, str]]:
+        async with get_client() as client:
+            runs = await client.read_flow_runs(limit=200)
+            return [(r.state.type.value, r.state.message or "") for r in runs if r.state]
+
+    assert any(
+        kind == "FAILED" and message.startswith("20 of 40 attempts have no answer")
+        for kind, message in asyncio.run(states())
+    )
 
 
 def test_canary_key_appears_in_no_file_log_or_prefect_record(tmp_path, prefect_server):

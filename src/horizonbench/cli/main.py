@@ -195,6 +195,8 @@ def _terminate(signum: int, frame: Any) -> None:
 
 
 def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
+    from prefect.exceptions import FailedRun
+
     from horizonbench.cli.prefect_server import prefect_api
     from horizonbench.core.errors import ConfigError, HorizonbenchError
     from horizonbench.flows.pipeline import generate_flow, pipeline
@@ -216,6 +218,10 @@ def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
         return _fail(str(err), 2)
     except HorizonbenchError as err:
         return _fail(str(err), 1)
+    except FailedRun:  # the run finished, but with attempts that have no answer
+        report = out / "report" / "index.html"
+        print(f"report: {report.resolve()}" if report.exists() else f"run: {out}")
+        return _missing_attempts(out) or _fail("the run failed (see the Prefect log above)", 1)
     print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
     return _missing_attempts(out)
 

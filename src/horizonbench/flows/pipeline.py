@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.states import Failed
 
 from horizonbench.core.registry import get_family
 from horizonbench.schemas.config import Config, load_config, parse_config
@@ -79,8 +80,14 @@ def generate_flow(config: dict[str, Any] | Config | str, out: str) -> str:
 
 
 @flow(name="horizonbench", validate_parameters=False)
-def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
-    """The whole pipeline; returns the path of the HTML report."""
+def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
+    """The whole pipeline; returns the path of the HTML report.
+
+    When attempts are left without an answer, everything is still written (tables,
+    report, manifest), and the flow run ends *Failed* with the one-line summary, so a
+    nightly deployment shows it in the Prefect UI; called directly, it raises
+    ``prefect.exceptions.FailedRun`` (the CLI turns that into exit code 3).
+    """
     logger = get_run_logger()
     started = time.time()
     cfg, run = _resolve(config, out)
@@ -129,6 +136,8 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> str:
     shutil.rmtree(run / STAGING, ignore_errors=True)
     if report:
         logger.info("report: %s", report)
+    if counts.get("attempts", {}).get("total", {}).get("failed"):
+        return Failed(message=missing_summary(counts["attempts"]))
     return str(run / REPORT_REL) if report else str(run)
 
 
