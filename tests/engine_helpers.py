@@ -25,9 +25,4 @@ def rows_for(
     """Attempts-table rows for ``requests``, as the evaluate stage writes them."""
     on_progress = kw.pop("on_progress", None)
     runner = runner_for(model, store, **kw)
-    rows = []
-    for outcome in evaluate(requests, runner, on_progress=on_progress):
-        row = attempt_row(outcome)
-        row["model"] = model.name
-        rows.append(row)
-    return rows
+    return [attempt_row(o, model.name) for o in evaluate(requests, runner, on_progress=on_progress)]

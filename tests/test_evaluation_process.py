@@ -65,6 +65,17 @@ def _start(cfg: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     )
 
 
+def _run(cfg: Path, out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    """``horizonbench run`` to completion, as a user runs it."""
+    return subprocess.run(
+        [str(EXE), "run", "--config", str(cfg), "--out", str(out), "--no-progress", *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
 def _model(server: Any, **kw: Any) -> dict[str, Any]:
     return {
         "name": "compat",
@@ -134,13 +145,7 @@ def test_signal_mid_run_then_rerun_pays_only_for_calls_in_flight(sig, tmp_path, 
             assert _port_closed(started[-1])  # the temporary Prefect server is gone
         first_calls = len(server.requests)
 
-        rerun = subprocess.run(
-            [str(EXE), "run", "--config", str(cfg), "--out", str(out), "--no-progress"],
-            env=_env(tmp_path, prefect_server),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        rerun = _run(cfg, out, _env(tmp_path, prefect_server))
         assert rerun.returncode == 0, rerun.stderr[-3000:]
         repeated = server.repeated_prompts()
         if sig == signal.SIGKILL:
@@ -162,13 +167,7 @@ def test_missing_attempts_exit_3_and_a_401_model_is_named_while_another_complete
         ]
         cfg = _config(tmp_path / "c.yaml", models, count=10, samples=2)
         env = _env(tmp_path, prefect_server) | {"HB_WRONG_KEY": "sk-wrong-NOT-SECRET"}
-        proc = subprocess.run(
-            [str(EXE), "run", "--config", str(cfg), "--out", str(tmp_path / "run"), "--no-progress"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = _run(cfg, tmp_path / "run", env)
         statuses = server.status_counts
     assert proc.returncode == 3, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
@@ -211,13 +210,7 @@ def test_canary_key_appears_in_no_file_log_or_prefect_record(tmp_path, prefect_s
     with running_fake_server(lambda body: "I do not know.", echo_auth_in_errors=True) as server:
         server.fail_next(3, status=500)
         cfg = _config(tmp_path / "c.yaml", [_model(server, backoff_base_s=0.01)], count=5, samples=1)
-        proc = subprocess.run(
-            [str(EXE), "run", "--config", str(cfg), "--out", str(tmp_path / "run"), "--no-progress"],
-            env=_env(tmp_path, prefect_server),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = _run(cfg, tmp_path / "run", _env(tmp_path, prefect_server))
         assert any(CANARY in json.dumps(r.headers) for r in server.requests)  # it was really used
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert CANARY not in proc.stdout + proc.stderr
@@ -242,22 +235,7 @@ def test_dry_run_prints_calls_tokens_and_cost_and_calls_nothing(tmp_path, prefec
     with running_fake_server(lambda body: "never") as server:
         model = _model(server, input_cost_per_mtok=2.0, output_cost_per_mtok=8.0)
         cfg = _config(tmp_path / "c.yaml", [model], count=6, samples=2)
-        proc = subprocess.run(
-            [
-                str(EXE),
-                "run",
-                "--config",
-                str(cfg),
-                "--out",
-                str(tmp_path / "run"),
-                "--dry-run",
-                "--no-progress",
-            ],
-            env=_env(tmp_path, prefect_server),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = _run(cfg, tmp_path / "run", _env(tmp_path, prefect_server), "--dry-run")
         assert server.requests == []
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = next(line for line in proc.stdout.splitlines() if line.startswith("compat"))
@@ -274,13 +252,7 @@ def test_dry_run_prints_calls_tokens_and_cost_and_calls_nothing(tmp_path, prefec
 def test_when_no_model_answers_the_run_names_them_and_exits_3_without_tracebacks(tmp_path, prefect_server):
     with running_fake_server(lambda body: "never", valid_keys={"sk-only-this-NOT-SECRET"}) as server:
         cfg = _config(tmp_path / "c.yaml", [_model(server)], count=3, samples=1)
-        proc = subprocess.run(
-            [str(EXE), "run", "--config", str(cfg), "--out", str(tmp_path / "run"), "--no-progress"],
-            env=_env(tmp_path, prefect_server),
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        proc = _run(cfg, tmp_path / "run", _env(tmp_path, prefect_server))
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "ValidationFailed" not in proc.stderr
     assert "model 'compat' has no answers" in proc.stderr and "HTTP 401" in proc.stderr

@@ -153,7 +153,7 @@ def test_batch_job_answers_every_attempt_once_at_half_price(provider: str, tmp_p
 
         inp, out = PRICES[provider]
         for request, key, outcome in zip(requests, keys, outcomes, strict=True):
-            row = attempt_row(outcome)
+            row = attempt_row(outcome, "batch")
             assert row["attempt_key"] == key
             assert row["response"] == f"route for {request.messages[-1].content}"
             assert row["error"] is None and row["error_class"] is None
@@ -237,7 +237,7 @@ def test_failed_lines_are_rows_not_stored_and_go_into_the_next_batch(provider: s
 
         assert [o.error_class for o in first] == [None, "batch_failed", None, "batch_failed", None]
         for i in (1, 3):
-            row = attempt_row(first[i])
+            row = attempt_row(first[i], "batch")
             assert row["response"] is None and row["via_batch"] is True and row["cost_usd"] == 0.0
             assert "batch line" in row["error"] and "failed on purpose" in row["error"]
             _no_key(row["error"])
@@ -377,5 +377,5 @@ def test_a_refused_submission_is_a_row_without_the_key(provider: str, tmp_path: 
         assert {o.error_class for o in outcomes} == {"auth"}
         assert server.batches_created == 0
         assert store.open_batches(runner.identity) == []
-        _no_key(*(attempt_row(o) for o in outcomes))
+        _no_key(*(attempt_row(o, "batch") for o in outcomes))
         assert budget.spent_usd == 0.0 and budget.reserve(1.0)  # the reservation was released

@@ -431,7 +431,7 @@ def test_conversations_resume_turn_by_turn(tmp_path: Path) -> None:
         second = converse([_Guessing(i) for i in range(3)], runner)
         assert len(server.requests) == calls + 1  # only the missing turn was paid for
     assert [[o.reused for o in t] for t in second] == [[True] * 3, [True, True, False], [True] * 3]
-    assert [attempt_row(o)["turn"] for o in second[2]] == [0, 1, 2]
+    assert [attempt_row(o, "m")["turn"] for o in second[2]] == [0, 1, 2]
 
 
 # --- interrupts ---------------------------------------------------------------------------

@@ -76,11 +76,6 @@ def prompt_chars(request: AttemptRequest) -> int:
     return sum(len(m.content) for m in request.messages)
 
 
-def estimate_tokens(request: AttemptRequest) -> int:
-    """A first guess of a request's tokens: ~4 characters per prompt token + max_tokens."""
-    return prompt_chars(request) // 4 + request.max_tokens
-
-
 @dataclass
 class Outcome:
     """What became of one request."""
@@ -214,7 +209,7 @@ class ModelRunner:
         stored = self.lookup(key)
         if stored is not None:
             return Outcome(request, key, stored, reused=True)
-        return self._call(request, key)
+        return self.call(request, key)
 
     def _failed(
         self, request: AttemptRequest, key: str, kind: str, message: str, tries: int, start: float
@@ -229,7 +224,8 @@ class ModelRunner:
             latency_s=time.perf_counter() - start,
         )
 
-    def _call(self, request: AttemptRequest, key: str) -> Outcome:
+    def call(self, request: AttemptRequest, key: str) -> Outcome:
+        """Call the model for ``request`` (no store lookup), with every retry."""
         start = time.perf_counter()
         tries = 0
         last: f.CallFailure | None = None
@@ -351,12 +347,13 @@ class ModelRunner:
             close()
 
 
-def attempt_row(outcome: Outcome) -> dict[str, Any]:
-    """One attempts-table row (keys and order exactly as ATTEMPTS_SCHEMA)."""
+def attempt_row(outcome: Outcome, model: str) -> dict[str, Any]:
+    """One attempts-table row (keys and order exactly as ATTEMPTS_SCHEMA); ``model`` is
+    the model entry's label (``ModelSpec.name``)."""
     request, completion = outcome.request, outcome.completion
     return {
         "attempt_key": outcome.key,
-        "model": "",  # filled by the caller, who knows the model's label
+        "model": model,
         "instance_id": request.instance_id,
         "family": request.family,
         "sample": int(request.sample),
@@ -376,21 +373,6 @@ def attempt_row(outcome: Outcome) -> dict[str, Any]:
         "served_model": completion.served_model if completion else None,
         "system_fingerprint": completion.system_fingerprint if completion else None,
     }
-
-
-class Job(Protocol):
-    """Work for one model that the evaluation runs beside the others."""
-
-    runner: ModelRunner
-    total: int
-
-    def start(self, evaluation: Evaluation) -> list[Future[Any]]: ...
-
-
-@dataclass
-class _Progress:
-    done: int = 0
-    answered: int = 0
 
 
 @dataclass
@@ -512,7 +494,7 @@ def submit_attempts(
     futures: list[Future[Any]] = []
     if todo:
         pool = evaluation.pool(runner, min(runner.max_concurrency, len(todo)))
-        futures = [pool.submit(runner._call, requests[i], keys[i]) for i in todo]
+        futures = [pool.submit(runner.call, requests[i], keys[i]) for i in todo]
     return outcomes, futures, todo
 
 

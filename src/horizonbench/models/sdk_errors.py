@@ -29,6 +29,8 @@ def scrub(text: str, secret: str | None) -> str:
 
 def classify_sdk_error(err: BaseException, secret: str | None) -> f.CallFailure:
     """One classified, secret-free failure for anything an SDK call raised."""
+    if isinstance(err, f.CallFailure):
+        return err
     status: int | None = getattr(err, "status_code", None)
     head = type(err).__name__ + (f" (HTTP {status})" if status is not None else "")
     message = scrub(f"{head}: {err}", secret)
@@ -48,6 +50,4 @@ def classify_sdk_error(err: BaseException, secret: str | None) -> f.CallFailure:
         err, json.JSONDecodeError | pydantic.ValidationError | KeyError | TypeError | AttributeError
     ):
         return f.CallFailure(f.MALFORMED, message)
-    if isinstance(err, f.CallFailure):
-        return err
     return f.CallFailure(f.OTHER, message)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from horizonbench.models.attempt_store import AttemptStore
-from horizonbench.models.engine import ModelRunner, prompt_chars
+from horizonbench.models.engine import ModelRunner, prompt_chars, split_stored
 from horizonbench.models.factory import build_model
 from horizonbench.schemas.config import Config
 from horizonbench.tasks.evaluate import build_requests, render_prompts, run_tag, store_path
@@ -28,7 +28,8 @@ def estimate_rows(cfg: Config, run: Path) -> list[dict[str, Any]]:
         for spec in cfg.evaluation.models:
             requests = build_requests(cfg, prompted, spec.name)
             runner = ModelRunner(build_model(spec), store, reuse=cfg.evaluation.reuse, run_tag=tag)
-            todo = [r for r in requests if runner.lookup(runner.key(r)) is None]
+            _, _, missing = split_stored(runner, requests)
+            todo = [requests[i] for i in missing]
             input_tokens = sum(prompt_chars(r) // 4 for r in todo)
             output_tokens = sum(r.max_tokens for r in todo)
             price = spec.price()

@@ -240,9 +240,7 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
             counts[spec.name] = model_counts(spec, runner, done)
             runner.close()
             for o in done:
-                row = attempt_row(o)
-                row["model"] = spec.name
-                rows.append(row)
+                rows.append(attempt_row(o, spec.name))
             c = counts[spec.name]
             logger.info(
                 "%s: %d attempts (%d reused, %d failed), $%.4f",
