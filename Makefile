@@ -29,6 +29,7 @@ test: install lint
 bench: install
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/evaluation.py
+	$(BIN)/python benchmarks/puzzles.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

@@ -9,6 +9,7 @@ Beyond plain answers it can misbehave like a real provider, each feature off by 
 * ``rpm`` / ``tpm`` over a sliding ``window_s``: 429 with ``retry-after-ms`` / ``retry-after``;
 * ``chaos``: random 500 / 503 / timeout / dropped connection / malformed JSON / empty choices;
 * ``fail_next`` / ``drop_next``: deterministic failures of the next requests;
+* ``fail_after``: 400 for every request once that many answers were given;
 * ``valid_keys``: 401 for any other key;
 * ``served_model`` / ``system_fingerprint``: what the reply says it is;
 * the OpenAI Files + Batches API and the Anthropic Message Batches API.
@@ -247,6 +248,8 @@ class FakeModelServer:
         self._batch_lock = threading.RLock()
         self._stopping = threading.Event()
         self._fail_next: list[int | str] = []
+        #: once this many answers were given, every request fails with 400 (None: never)
+        self.fail_after: int | None = None
         self._rng = random.Random(chaos_seed)
         self._window: deque[tuple[float, int]] = deque()  # admitted (monotonic time, tokens)
         self._answered = 0
@@ -385,6 +388,8 @@ class FakeModelServer:
 
     def _pop_forced(self) -> int | str | None:
         with self._lock:
+            if self.fail_after is not None and self._answered >= self.fail_after:
+                return 400
             return self._fail_next.pop(0) if self._fail_next else None
 
     def _count_status(self, status: int) -> None:

@@ -33,7 +33,9 @@ def _scores() -> pd.DataFrame:
                     "model": model,
                     "instance_id": f"i{i}",
                     "family": "maze",
+                    "mode": "plan",
                     "sample": 0,
+                    "answered": True,
                     "solution_length": int(L),
                     "num_keys": 1,
                     "noise_ratio": 0.0,
@@ -53,15 +55,20 @@ def _scores() -> pd.DataFrame:
     return pa.Table.from_pylist(rows, schema=SCORES_SCHEMA).to_pandas()
 
 
+def _maze(table: pd.DataFrame) -> pd.DataFrame:
+    """An analysis table as the analyse stage writes it: led by its ``family`` label."""
+    return table.assign(family="maze")[["family", *table.columns]]
+
+
 def _inputs(scores: pd.DataFrame, examples: list[dict] | None = None) -> dict:
     return {
         "title": "horizonbench: test run",
         "run_info": {"run": "test", "seed": 0, "git_sha": "abc123", "versions": {"numpy": np.__version__}},
-        "overall": summary.overall(scores),
-        "by_length": summary.success_by_length(scores, bin_width=5),
-        "fits": summary.fit_all(scores, bootstrap=10, seed=0, bin_width=5),
-        "violations": summary.violation_counts(scores),
-        "first_violations": summary.first_violation_hist(scores),
+        "overall": _maze(summary.overall(scores)),
+        "by_length": _maze(summary.success_by_length(scores, bin_width=5)),
+        "fits": _maze(summary.fit_all(scores, bootstrap=10, seed=0, bin_width=5)),
+        "violations": _maze(summary.violation_counts(scores)),
+        "first_violations": _maze(summary.first_violation_hist(scores)),
         "examples": examples or [],
         "counts": {
             "instances_per_family": {"maze": 80},
@@ -79,6 +86,9 @@ def full_html() -> str:
         {
             "model": "noisy-0.02",
             "instance_id": "i3",
+            "family": "maze",
+            "mode": "plan",
+            "turn": 0,
             "solution_length": 40,
             "violation": "locked_door",
             "response": HOSTILE,
@@ -118,6 +128,41 @@ def test_all_sections_present(full_html: str) -> None:
     assert "<details" in full_html
     assert "wls_log" in full_html and "binomial_mle" in full_html
     assert full_html.count("<svg") == 5
+    # maze only: no puzzle section, and the nav links nowhere it does not lead
+    assert 'id="puzzles"' not in full_html and 'href="#puzzles"' not in full_html
+    for link in re.findall(r'href="#([^"]+)"', full_html):
+        assert f'id="{link}"' in full_html
+
+
+def test_summary_leads_with_the_family(full_html: str) -> None:
+    summary_html = full_html[full_html.index('id="summary"') : full_html.index('id="success"')]
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", summary_html)
+    assert headers[:2] == ["family", "model"]
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td>", summary_html)
+    assert rows == [("maze", "noisy-0.02"), ("maze", "noisy-0.05")]
+
+
+def test_example_header_shows_the_family(full_html: str) -> None:
+    header = re.search(r"<header><strong>noisy-0\.02</strong>(.*?)</header>", full_html, re.S)
+    assert header is not None
+    assert "maze" in header.group(1) and "L = 40" in header.group(1)
+    assert "rollout" not in header.group(1)
+
+
+def test_frames_without_a_family_column_are_maze_tables() -> None:
+    """Callers from before the puzzle families pass unlabelled seqBench tables."""
+    scores = _scores()
+    inputs = {
+        **_inputs(scores),
+        "overall": summary.overall(scores),
+        "by_length": summary.success_by_length(scores, bin_width=5),
+        "fits": summary.fit_all(scores, bootstrap=10, seed=0, bin_width=5),
+        "violations": summary.violation_counts(scores),
+        "first_violations": summary.first_violation_hist(scores),
+    }
+    html = render_report(**inputs)
+    assert html.count("<svg") == 5
+    assert 'id="bins"' in html and 'id="puzzles"' not in html
 
 
 def test_hostile_response_is_escaped(full_html: str) -> None:

@@ -89,6 +89,22 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--print-config", action="store_true", help="print the demo config and exit")
     common(d, need_config=False)
     sub.add_parser("families", help="list the problem families", description="List the problem families.")
+    e = sub.add_parser(
+        "export",
+        help="write the puzzle step tables for training (train / validation / OOD)",
+        description="Write each puzzle family's step table (current state, move, next state; a "
+        "final STOP row at the goal) split 80/20 within each n = 1..7 and OOD for n = 8..10, as "
+        "Parquet and/or JSONL files that Hugging Face datasets loads.",
+    )
+    e.add_argument("--run", required=True, metavar="DIR", help="run folder with instances/")
+    e.add_argument(
+        "--format",
+        default="both",
+        choices=["parquet", "jsonl", "both"],
+        help="file format (default both)",
+    )
+    e.add_argument("--dest", metavar="DIR", help="where to write (default DIR/exports)")
+    e.add_argument("--seed", type=int, metavar="N", help="split seed (default: the run's seed)")
     return p
 
 
@@ -152,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n".join(family_names()))
         return 0
+    if args.command == "export":
+        return _export(args)
     if args.command == "demo" and args.print_config:
         print(_demo_text(), end="")
         return 0
@@ -187,6 +205,35 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(f"interrupted: {detail}", 130)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from horizonbench.core.errors import ConfigError, ValidationFailed
+    from horizonbench.tasks.export import export_run
+
+    run = Path(args.run)
+    seed = args.seed
+    if seed is None:
+        try:
+            manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
+            seed = int(manifest["config"]["run"]["seed"])
+        except (OSError, ValueError, KeyError, TypeError):
+            seed = 0
+    formats = ["parquet", "jsonl"] if args.format == "both" else [args.format]
+    try:
+        summary = export_run(run, formats, seed, Path(args.dest) if args.dest else None)
+    except ConfigError as err:
+        return _fail(str(err), 2)
+    except ValidationFailed as err:
+        return _fail(str(err), 1)
+    dest = Path(args.dest) if args.dest else run / "exports"
+    for name, counts in summary.items():
+        parts = ", ".join(
+            f"{split} {c['instances']} puzzles / {c['rows']} rows" for split, c in counts.items()
+        )
+        print(f"{name}: {parts}")
+    print(f"exports: {dest.resolve()}")
+    return 0
 
 
 def _terminate(signum: int, frame: Any) -> None:

@@ -50,6 +50,43 @@ class Family(Protocol):
         ...
 
 
+@runtime_checkable
+class EpisodeFamily(Family, Protocol):
+    """A family that can also be evaluated step by step (``rollout`` in its ``modes``).
+
+    The widened contract, the same for every family: a family lists the modes it
+    supports (``modes``; a family without the attribute supports ``("plan",)`` only), and
+    for ``rollout`` it provides a pure episode: a state machine fed the model's answers in
+    order (``feed(text, finish_reason)``; ``done``, ``steps``, ``state``), the prompt of
+    each step, the score of a finished episode, and what an offline baseline answers at a
+    given state. The pipeline runs each step as one attempt through the evaluation
+    engine, so rate limits, retries, budgets and resuming apply per step.
+    """
+
+    modes: ClassVar[tuple[str, ...]]
+
+    def start(self, row: Mapping[str, Any]) -> Any:
+        """The episode's first state (what the first step prompt shows)."""
+        ...
+
+    def episode(self, row: Mapping[str, Any]) -> Any: ...
+
+    def step_prompt(
+        self, row: Mapping[str, Any], prompt: BaseModel, state: Any, step: int
+    ) -> list[Message]: ...
+
+    def score_episode(self, row: Mapping[str, Any], episode: Any) -> Score: ...
+
+    def offline_step(
+        self, row: Mapping[str, Any], state_text: str, kind: str, rng: np.random.Generator, eps: float
+    ) -> str: ...
+
+
+def family_modes(family: Family) -> tuple[str, ...]:
+    """The evaluation modes a family supports."""
+    return tuple(getattr(family, "modes", ("plan",)))
+
+
 _FAMILIES: dict[str, Callable[[], Family]] = {}
 ENTRY_POINT_GROUP = "horizonbench.families"
 

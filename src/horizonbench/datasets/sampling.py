@@ -56,12 +56,13 @@ class Selector:
     def done(self) -> bool:
         if self.spec.count is not None:
             return len(self.kept) >= self.spec.count
-        assert self.spec.bins is not None
+        if self.spec.bins is None:  # ``all``: every candidate is considered
+            return False
         return all(c >= self.spec.bins.per_bin for c in self.bin_counts.values())
 
     def feed(self, index: int, length: int | None, row: dict[str, Any] | None, rejection: str | None) -> None:
         """Offer candidate ``index`` (call in increasing index order)."""
-        if self.done or index >= self.spec.max_candidates:
+        if self.done or index >= self.spec.max_candidates or rejection == "not_needed":
             return
         self.considered += 1
         if rejection is not None:

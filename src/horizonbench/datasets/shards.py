@@ -13,6 +13,9 @@ from horizonbench.core.registry import get_family
 from horizonbench.core.seeding import derive_seed
 
 ShardResult = list[tuple[int, int | None, dict[str, Any] | None, str | None]]
+#: a candidate skipped, uncertified, because its bin was already full when the shard
+#: was sent (the selector ignores it: it would not have been kept)
+NOT_NEEDED = "not_needed"
 
 
 def candidate_seed(root_seed: int, family: str, index: int) -> int:
@@ -38,8 +41,14 @@ def generate_shard(
     """
     family = get_family(family_name)
     p = family.params_model.model_validate(params)
+    # families that know a candidate's difficulty before certifying it (puzzles: its n)
+    # skip the ones no open bin wants: their certificate would be thrown away
+    early = getattr(family, "candidate_difficulty", None) if wanted is not None else None
     out: ShardResult = []
     for index in range(start, stop):
+        if early is not None and early(p, index) not in wanted:  # type: ignore[operator]
+            out.append((index, None, None, NOT_NEEDED))
+            continue
         cand = family.generate_candidate(p, candidate_seed(root_seed, family_name, index), index)
         if cand.row is None:
             out.append((index, None, None, cand.rejection or "rejected"))

@@ -19,7 +19,10 @@ class AttemptRequest:
     and reused on its own. ``row`` is the instance row; only offline baselines look at
     it (API models see ``messages`` alone). ``seed`` is derived from (root seed, model,
     instance, sample), so offline baselines are reproducible and API calls can pass it
-    on where supported. ``turn`` is 0 for single-turn attempts.
+    on where supported. ``turn`` is 0 for single-turn attempts. ``mode`` is how the
+    family is evaluated (``plan`` or ``rollout``); ``context`` is what an offline
+    baseline may read beyond the row (a rollout's current state). Neither ``row`` nor
+    ``context`` is part of the attempt key: API models never see them.
     """
 
     instance_id: str
@@ -32,6 +35,8 @@ class AttemptRequest:
     seed: int
     row: Mapping[str, Any] = field(default_factory=dict)
     turn: int = 0
+    mode: str = "plan"
+    context: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Model(Protocol):

@@ -358,6 +358,7 @@ def attempt_row(outcome: Outcome, model: str) -> dict[str, Any]:
         "family": request.family,
         "sample": int(request.sample),
         "turn": int(request.turn),
+        "mode": request.mode,
         "prompt_sha256": prompt_sha256(request.messages),
         "response": completion.text if completion else None,
         "finish_reason": completion.finish_reason if completion else None,

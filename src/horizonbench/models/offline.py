@@ -41,7 +41,11 @@ class OfflineModel:
         start = time.perf_counter()
         family = get_family(request.family)
         rng = np.random.default_rng(request.seed)
-        text = family.offline_answer(request.row, self.kind, rng, self.eps)
+        state = request.context.get("state")
+        if state is not None:  # one step of a rollout: answer from the state reached
+            text = family.offline_step(request.row, state, self.kind, rng, self.eps)  # type: ignore[attr-defined]
+        else:
+            text = family.offline_answer(request.row, self.kind, rng, self.eps)
         latency = time.perf_counter() - start
         return Completion(
             text=text,

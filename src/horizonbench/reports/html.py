@@ -35,6 +35,7 @@ _ENV = jinja2.Environment(
 
 #: (column, header, kind) for each table; kind picks the number format
 _OVERALL = [
+    ("family", "family", "text"),
     ("model", "model", "text"),
     ("attempts", "attempts", "int"),
     ("instances", "instances", "int"),
@@ -79,6 +80,46 @@ _VIOLATIONS = [
     ("count", "count", "int"),
     ("share", "share", "pct"),
 ]
+_EPS = [
+    ("family", "family", "text"),
+    ("mode", "mode", "text"),
+    ("model", "model", "text"),
+    ("eps", "eps", "num"),
+    ("eps_ci", "95% interval", "num-range"),
+    ("n_attempts", "attempts", "int"),
+    ("successes", "successes", "int"),
+    ("note", "note", "text"),
+]
+_BY_N = [
+    ("family", "family", "text"),
+    ("mode", "mode", "text"),
+    ("model", "model", "text"),
+    ("n", "n", "int"),
+    ("L_mean", "mean L", "num"),
+    ("attempts", "attempts", "int"),
+    ("success_rate", "observed success", "pct"),
+    ("predicted", "predicted success", "pct"),
+    ("predicted_ci", "predicted 95% interval", "pct-range"),
+    ("move_legality_mean", "move legality", "pct"),
+    ("optimality_gap_mean", "optimality gap (solved)", "pct"),
+]
+_PUZZLE_VIOLATIONS = [
+    ("family", "family", "text"),
+    ("mode", "mode", "text"),
+    ("model", "model", "text"),
+    ("violation", "violation", "text"),
+    ("count", "count", "int"),
+    ("share", "share", "pct"),
+]
+
+#: seqBench's family: the depth figures, decay fits and per-bin table are about it alone
+MAZE = "maze"
+#: RecurrReason's puzzle families, in the order their panels and rows are shown
+PUZZLE_FAMILIES = ("hanoi", "checkers", "river_crossing", "blocks_world")
+#: evaluation modes in the order they are shown
+_MODES = ("plan", "rollout")
+#: default of the optional tables; never modified (every step here returns a new frame)
+_NO_ROWS = pd.DataFrame()
 
 
 def _is_missing(value: Any) -> bool:
@@ -88,7 +129,16 @@ def _is_missing(value: Any) -> bool:
 
 
 def _format(value: Any, kind: str) -> str:
-    """Numbers as a reader wants them; missing values as an em dash, never 'nan'."""
+    """Numbers as a reader wants them; missing values as an em dash, never 'nan'.
+
+    ``"num-range"`` and ``"pct-range"`` take a (low, high) pair and format both ends
+    the way ``"num"`` or ``"pct"`` would."""
+    if kind.endswith("-range"):
+        low, high = value
+        if _is_missing(low) and _is_missing(high):
+            return "—"
+        base = kind.removesuffix("-range")
+        return f"{_format(low, base)} – {_format(high, base)}"
     if _is_missing(value):
         return "—"
     if kind == "text":
@@ -138,9 +188,15 @@ def _examples(examples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for ex in list(examples)[:MAX_EXAMPLES]:
         response, cut = _truncate(ex.get("response"))
+        rollout = ex.get("mode") == "rollout"
+        turn = ex.get("turn")
         out.append(
             {
                 "model": _plain(ex.get("model")),
+                "family": "" if _is_missing(ex.get("family")) else _plain(ex.get("family")),
+                "rollout": rollout,
+                # turns count from 0; the reader counts steps from 1
+                "step": int(turn) + 1 if rollout and not _is_missing(turn) else None,
                 "instance_id": _plain(ex.get("instance_id")),
                 "solution_length": _plain(ex.get("solution_length")),
                 "violation": _plain(ex.get("violation")),
@@ -151,11 +207,55 @@ def _examples(examples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _figures(
+def _labelled(df: pd.DataFrame) -> pd.DataFrame:
+    """The frame with a ``family`` column; frames from before the puzzle families (no
+    such column) hold seqBench's maze rows only."""
+    return df if "family" in df.columns else df.assign(family=MAZE)
+
+
+def _maze(df: pd.DataFrame) -> pd.DataFrame:
+    """seqBench's rows: family exactly "maze" (never pooled with another family)."""
+    return df[df["family"].astype(str) == MAZE].reset_index(drop=True)
+
+
+def _split_label(label: Any) -> tuple[str, str]:
+    """(family, mode) of an analysis label: "hanoi" is a whole-plan evaluation,
+    "hanoi/rollout" a rollout."""
+    family, _, mode = str(label).partition("/")
+    return family, mode or "plan"
+
+
+def _puzzles(df: pd.DataFrame, *keys: str) -> pd.DataFrame:
+    """The puzzle families' rows with ``family`` split into the family's name and a
+    ``mode`` column, ordered by family (as in PUZZLE_FAMILIES), mode, model, then
+    ``keys``; rows keep their order within that (a stable sort)."""
+    if df.empty:
+        return df.assign(mode=pd.Series([], dtype=object)).reset_index(drop=True)
+    split = [_split_label(v) for v in df["family"]]
+    out = df.assign(family=[f for f, _ in split], mode=[m for _, m in split])
+    out = out[out["family"].isin(PUZZLE_FAMILIES)]
+    out = out.assign(
+        _family_order=out["family"].map(PUZZLE_FAMILIES.index),
+        _mode_order=out["mode"].map(lambda m: _MODES.index(m) if m in _MODES else len(_MODES)),
+    )
+    by = ["_family_order", "_mode_order", "mode", "model", *keys]
+    out = out.sort_values(by, kind="mergesort").drop(columns=["_family_order", "_mode_order"])
+    return out.reset_index(drop=True)
+
+
+def _with_range(df: pd.DataFrame, name: str, low: str, high: str) -> pd.DataFrame:
+    """Add ``name`` holding (low, high) pairs, for the "-range" formats."""
+    if low not in df.columns or high not in df.columns:
+        return df
+    return df.assign(**{name: list(zip(df[low], df[high], strict=True))})
+
+
+def _maze_figures(
     by_length: pd.DataFrame, fits: pd.DataFrame, violations: pd.DataFrame, first_violations: pd.DataFrame
 ) -> dict[str, Markup]:
-    """All figures, marked safe: this SVG is produced by matplotlib from numbers, and
-    labels in it (model names, categories) are XML-escaped by matplotlib's writer."""
+    """The seqBench figures, marked safe: this SVG is produced by matplotlib from
+    numbers, and labels in it (model names, categories) are XML-escaped by matplotlib's
+    writer."""
     return {
         "success_lin": Markup(plots.success_vs_length_svg(by_length, fits, log=False)),
         "success_log": Markup(plots.success_vs_length_svg(by_length, fits, log=True)),
@@ -163,6 +263,13 @@ def _figures(
         "violations": Markup(plots.violations_svg(violations)),
         "first_violation": Markup(plots.first_violation_svg(first_violations)),
     }
+
+
+def _puzzle_figure(by_n: pd.DataFrame) -> Markup:
+    """Success against n per puzzle family, marked safe for the same reason."""
+    present = set(by_n["family"]) if not by_n.empty else set()
+    families = [f for f in PUZZLE_FAMILIES if f in present]
+    return Markup(plots.puzzle_success_svg(by_n, families))
 
 
 def render_report(
@@ -176,17 +283,60 @@ def render_report(
     first_violations: pd.DataFrame,
     examples: list[dict],
     counts: dict,
+    compounding: pd.DataFrame = _NO_ROWS,
+    by_n: pd.DataFrame = _NO_ROWS,
 ) -> str:
-    """The whole report as one HTML string; identical inputs give identical bytes."""
-    has_data = not overall.empty
+    """The whole report as one HTML string; identical inputs give identical bytes.
+
+    Every table carries a ``family`` label ("maze", "hanoi", "hanoi/rollout", ...). The
+    summary shows every family; the depth figures, fits and per-bin table use the maze
+    rows only (they are seqBench's analysis), and the puzzle section the rows of
+    PUZZLE_FAMILIES, in both modes. ``compounding`` and ``by_n`` (the per-step error
+    fits and the per-size table) may be left out: no puzzle section then, unless other
+    tables hold puzzle rows.
+    """
+    frames = {
+        "overall": overall,
+        "by_length": by_length,
+        "fits": fits,
+        "violations": violations,
+        "first_violations": first_violations,
+        "compounding": compounding,
+        "by_n": by_n,
+    }
+    frames = {name: _labelled(df) for name, df in frames.items()}
+    maze = {
+        name: _maze(frames[name])
+        for name in ("overall", "by_length", "fits", "violations", "first_violations")
+    }
+    puzzle_eps = _with_range(_puzzles(frames["compounding"]), "eps_ci", "eps_low", "eps_high")
+    puzzle_by_n = _with_range(
+        _puzzles(frames["by_n"], "n"), "predicted_ci", "predicted_low", "predicted_high"
+    )
+    puzzle_violations = _puzzles(frames["violations"])
+    has_data = not frames["overall"].empty
+    has_maze = not (maze["overall"].empty and maze["by_length"].empty)
+    has_puzzles = any(not _puzzles(df).empty for df in frames.values())
+    figures: dict[str, Markup] = {}
+    if has_maze:
+        figures.update(
+            _maze_figures(maze["by_length"], maze["fits"], maze["violations"], maze["first_violations"])
+        )
+    if has_puzzles:
+        figures["puzzles"] = _puzzle_figure(puzzle_by_n)
     context = {
         "title": title,
         "has_data": has_data,
-        "overall": _table(overall, _OVERALL),
-        "fits": _table(fits, _FITS),
-        "by_length": _table(by_length, _BY_LENGTH),
-        "violations": _table(violations, _VIOLATIONS),
-        "figures": _figures(by_length, fits, violations, first_violations) if has_data else {},
+        "has_maze": has_maze,
+        "has_puzzles": has_puzzles,
+        "overall": _table(frames["overall"], _OVERALL),
+        "fits": _table(maze["fits"], _FITS),
+        "by_length": _table(maze["by_length"], _BY_LENGTH),
+        "violations": _table(maze["violations"], _VIOLATIONS),
+        "eps": _table(puzzle_eps, _EPS),
+        "by_n": _table(puzzle_by_n, _BY_N),
+        "puzzle_violations": _table(puzzle_violations, _PUZZLE_VIOLATIONS),
+        "figures": figures,
         "examples": _examples(examples),
         "n_examples_total": len(examples),
         "max_examples": MAX_EXAMPLES,

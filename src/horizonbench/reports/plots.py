@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import matplotlib
@@ -24,6 +24,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 _METHOD_STYLE = {"wls_log": ("--", "WLS log"), "binomial_mle": ("-.", "binomial MLE")}
 _METRICS = [
@@ -252,4 +254,72 @@ def violations_svg(violations: pd.DataFrame) -> str:
         ax.set_xlabel("share of attempts")
         ax.set_xlim(0, 1)
         ax.legend(fontsize=7, loc="best")
+        return _to_svg(fig, name)
+
+
+#: (line style, marker, legend text) of each evaluation mode in the puzzle figure
+_MODE_STYLE = {
+    "plan": ("-", "o", "whole plan (observed)"),
+    "rollout": ("--", "s", "rollout (observed)"),
+}
+
+
+def puzzle_success_svg(by_n: pd.DataFrame, families: Sequence[str]) -> str:
+    """Success rate against puzzle size n, one panel per family (two panels a row).
+
+    ``by_n`` holds the per-n rows of the puzzle families with the family's own name in
+    ``family`` and ``"plan"`` or ``"rollout"`` in ``mode``. Each model keeps one colour
+    in every panel: a solid line for whole plans, a dashed one for rollouts, and a thin
+    dotted line of the same colour for what (1 - eps)^L predicts from that evaluation's
+    fitted eps, so the reader sees where the compounding model holds and where it fails.
+    """
+    name = "puzzles"
+    if by_n.empty or not families:
+        return _placeholder(name, "no puzzle attempts")
+    models = _models(by_n)
+    colours = _colours(models)
+    ncols = 2 if len(families) > 1 else 1
+    nrows = math.ceil(len(families) / ncols)
+    with _figure(name, figsize=(9.0, 1.0 + 2.9 * nrows)) as fig:
+        fig.set_layout_engine("constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+        for i, (ax, family) in enumerate(zip(axes, families, strict=False)):
+            rows = by_n[by_n["family"] == family]
+            for model in models:
+                for mode, (style, marker, _) in _MODE_STYLE.items():
+                    g = rows[(rows["model"] == model) & (rows["mode"] == mode)].sort_values(
+                        "n", kind="mergesort"
+                    )
+                    if g.empty:
+                        continue
+                    x = g["n"].to_numpy(dtype=float)
+                    colour = colours[model]
+                    ax.plot(
+                        x,
+                        g["success_rate"].to_numpy(dtype=float),
+                        linestyle=style,
+                        marker=marker,
+                        ms=3,
+                        lw=1.2,
+                        color=colour,
+                    )
+                    ax.plot(x, g["predicted"].to_numpy(dtype=float), linestyle=":", lw=0.8, color=colour)
+            if rows.empty:
+                ax.text(0.5, 0.5, "no attempts", ha="center", va="center", transform=ax.transAxes)
+            ax.set_title(family)
+            ax.set_ylim(-0.03, 1.03)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            if i % ncols == 0:
+                ax.set_ylabel("success rate")
+            if i >= len(families) - ncols:
+                ax.set_xlabel("size n")
+        for ax in axes[len(families) :]:
+            ax.axis("off")
+        handles = [Line2D([], [], color=colours[m], lw=1.5, label=m) for m in models]
+        handles += [
+            Line2D([], [], color="0.35", linestyle=style, marker=marker, ms=3, lw=1.2, label=label)
+            for style, marker, label in _MODE_STYLE.values()
+        ]
+        handles.append(Line2D([], [], color="0.35", linestyle=":", lw=0.8, label="predicted (1 − ε)^L"))
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)), fontsize=7)
         return _to_svg(fig, name)

@@ -40,10 +40,13 @@ class BinSpec(_Strict):
 
 
 class SamplingSpec(_Strict):
-    """How many instances to keep: a plain ``count``, or L-binned ``bins`` (not both)."""
+    """How many instances to keep: a plain ``count``, quotas per difficulty ``bins``, or
+    ``all`` certified candidates (enumerated families); exactly one of them."""
 
     count: int | None = Field(default=None, ge=1)
     bins: BinSpec | None = None
+    #: keep every certified candidate of the family's candidate space
+    all: bool = False
     #: candidates generated per Dask task; fixed so output never depends on worker count
     shard_size: int = Field(default=200, ge=1, le=100_000)
     #: give up oversampling after this many candidates (unfilled bins are reported)
@@ -51,17 +54,28 @@ class SamplingSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_target(self) -> SamplingSpec:
-        if (self.count is None) == (self.bins is None):
-            raise ValueError("give exactly one of 'count' or 'bins'")
+        if (self.count is not None) + (self.bins is not None) + bool(self.all) != 1:
+            raise ValueError("give exactly one of 'count', 'bins' or 'all: true'")
         return self
 
 
 class FamilySpec(_Strict):
-    """One family's section: generation parameters, sampling, prompt settings."""
+    """One family's section: generation parameters, sampling, prompt settings, and how
+    models are evaluated on it."""
 
     params: dict[str, Any] = Field(default_factory=dict)
     sampling: SamplingSpec
     prompt: dict[str, Any] = Field(default_factory=dict)
+    #: "plan": one answer with the whole move list, replayed; "rollout": one call per
+    #: step, the model writing each next state (families that support it); both: each
+    #: model is evaluated both ways
+    modes: list[Literal["plan", "rollout"]] = Field(default_factory=lambda: ["plan"], min_length=1)
+
+    @model_validator(mode="after")
+    def _distinct_modes(self) -> FamilySpec:
+        if len(set(self.modes)) != len(self.modes):
+            raise ValueError(f"modes: each mode at most once (got {self.modes})")
+        return self
 
 
 class GenerationSettings(_Strict):
@@ -222,7 +236,7 @@ def _format_error(err: ValidationError) -> str:
 
 def parse_config(data: Any, source: str = "config") -> Config:
     """Validate raw data, including each family's own params and prompt sections."""
-    from horizonbench.core.registry import get_family
+    from horizonbench.core.registry import family_modes, get_family
 
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
@@ -235,6 +249,12 @@ def parse_config(data: Any, source: str = "config") -> Config:
             family = get_family(fam_name)
         except KeyError as err:
             raise ConfigError(f"{source}: families.{fam_name}: {err.args[0]}") from None
+        supported = family_modes(family)
+        for mode in spec.modes:
+            if mode not in supported:
+                known = ", ".join(supported)
+                where = f"{source}: families.{fam_name}.modes"
+                raise ConfigError(f"{where}: {fam_name} supports {known}, not {mode!r}")
         for section, model in (("params", family.params_model), ("prompt", family.prompt_model)):
             try:
                 model.model_validate(getattr(spec, section))

@@ -22,15 +22,14 @@ def _not_null(*cols: str) -> Suite:
     return [("ExpectColumnValuesToNotBeNull", {"column": c}) for c in cols]
 
 
-def instance_suite(violations: tuple[str, ...] | None = None) -> Suite:
+def instance_suite(min_length: int = 1) -> Suite:
     """Checks every family's instance table must pass (common columns)."""
     return [
         ("ExpectTableRowCountToBeBetween", {"min_value": 1}),
-        *_not_null("instance_id", "family", "seed", "solution", "solution_length", "optimal_plan_count"),
+        *_not_null("instance_id", "family", "seed", "solution", "solution_length"),
         ("ExpectColumnValuesToBeUnique", {"column": "instance_id"}),
         ("ExpectColumnValuesToBeUnique", {"column": "candidate_index"}),
-        ("ExpectColumnValuesToBeBetween", {"column": "solution_length", "min_value": 2}),
-        ("ExpectColumnValuesToBeBetween", {"column": "optimal_plan_count", "min_value": 1}),
+        ("ExpectColumnValuesToBeBetween", {"column": "solution_length", "min_value": min_length}),
         ("ExpectColumnValuesToBeBetween", {"column": "seed", "min_value": 0}),
         # solution_length must be the number of actions in the solution
         ("ExpectColumnPairValuesToBeEqual", {"column_A": "solution_length", "column_B": "_solution_actions"}),
@@ -38,8 +37,9 @@ def instance_suite(violations: tuple[str, ...] | None = None) -> Suite:
 
 
 def maze_suite() -> Suite:
-    return instance_suite() + [
-        *_not_null("facts", "start_room", "goal_room"),
+    return instance_suite(min_length=2) + [
+        *_not_null("facts", "start_room", "goal_room", "optimal_plan_count"),
+        ("ExpectColumnValuesToBeBetween", {"column": "optimal_plan_count", "min_value": 1}),
         ("ExpectColumnValuesToBeBetween", {"column": "grid_rows", "min_value": 2}),
         ("ExpectColumnValuesToBeBetween", {"column": "grid_cols", "min_value": 2}),
         ("ExpectColumnValuesToBeBetween", {"column": "num_keys", "min_value": 0}),
@@ -54,6 +54,59 @@ def maze_suite() -> Suite:
             {"column_A": "solution_length", "column_B": "_min_length", "or_equal": True},
         ),
         ("ExpectColumnValuesToBeBetween", {"column": "_facts_count", "min_value": 2}),
+    ]
+
+
+#: each puzzle's own rule columns and the values they may take
+_PUZZLE_RULES: dict[str, Suite] = {
+    "hanoi": [
+        ("ExpectColumnValuesToBeInSet", {"column": "start_peg", "value_set": ["A", "B", "C"]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "goal_peg", "value_set": ["A", "B", "C"]}),
+        ("ExpectColumnPairValuesToBeEqual", {"column_A": "_pegs_differ", "column_B": "_true"}),
+    ],
+    "checkers": [
+        ("ExpectColumnValuesToBeInSet", {"column": "orientation", "value_set": ["red_right", "red_left"]}),
+    ],
+    "river_crossing": [
+        ("ExpectColumnValuesToBeBetween", {"column": "boat_capacity", "min_value": 1, "max_value": 10}),
+        ("ExpectColumnValuesToBeInSet", {"column": "start_bank", "value_set": ["left", "right"]}),
+    ],
+    "blocks_world": [
+        ("ExpectColumnValuesToBeBetween", {"column": "num_stacks", "min_value": 2, "max_value": 6}),
+    ],
+}
+
+
+def puzzle_suite(name: str) -> Suite:
+    """A RecurrReason puzzle table: sizes in range, every state of every trajectory
+    parses as a well-formed state, the trajectory replays legally from the initial to
+    the goal state, and the lengths agree (moves = L, states = L + 1)."""
+    return instance_suite(min_length=1) + [
+        *_not_null("n", "label", "initial_state", "goal_state", "moves", "states"),
+        ("ExpectColumnValuesToBeInSet", {"column": "family", "value_set": [name]}),
+        ("ExpectColumnValuesToBeBetween", {"column": "n", "min_value": 1, "max_value": 10}),
+        ("ExpectColumnPairValuesToBeEqual", {"column_A": "solution_length", "column_B": "_moves_count"}),
+        ("ExpectColumnPairValuesToBeEqual", {"column_A": "_states_count", "column_B": "_length_plus_one"}),
+        ("ExpectColumnPairValuesToBeEqual", {"column_A": "initial_state", "column_B": "_first_state"}),
+        ("ExpectColumnPairValuesToBeEqual", {"column_A": "goal_state", "column_B": "_last_state"}),
+        ("ExpectColumnValuesToBeInSet", {"column": "_trajectory_problem", "value_set": ["ok"]}),
+        *_PUZZLE_RULES.get(name, []),
+    ]
+
+
+def export_suite() -> Suite:
+    """The step table of a training export: splits complete and disjoint by instance."""
+    return [
+        ("ExpectTableRowCountToBeBetween", {"min_value": 1}),
+        *_not_null("instance_id", "n", "step", "current_state", "move", "next_state", "goal_state", "split"),
+        ("ExpectColumnValuesToBeInSet", {"column": "split", "value_set": ["train", "validation", "ood"]}),
+        ("ExpectColumnValuesToBeBetween", {"column": "n", "min_value": 1, "max_value": 10}),
+        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["instance_id", "step"]}),
+        # every instance in exactly one split, and the split matches its n
+        ("ExpectColumnValuesToBeInSet", {"column": "_splits_per_instance", "value_set": [1]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "_split_fits_n", "value_set": [True]}),
+        # each instance has L + 1 rows, the last one the sentinel at the goal
+        ("ExpectColumnValuesToBeInSet", {"column": "_rows_complete", "value_set": [True]}),
     ]
 
 
@@ -75,7 +128,7 @@ def scores_suite(violations: tuple[str, ...]) -> Suite:
             "plan_length",
             "solution_length",
         ),
-        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["model", "instance_id", "sample"]}),
+        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["model", "instance_id", "mode", "sample"]}),
         *[
             ("ExpectColumnValuesToBeBetween", {"column": c, "min_value": 0.0, "max_value": 1.0})
             for c in ("progress_ratio", "precision", "recall")
@@ -100,6 +153,17 @@ def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
             out["_facts_count"] = out["facts"].map(len).astype("int64")
         if "num_keys" in out:
             out["_min_length"] = (2 + 3 * out["num_keys"]).astype("int64")
+        if "states" in out:
+            out = _puzzle_columns(out)
+    elif table.startswith("export"):
+        per = out.groupby("instance_id")
+        out["_splits_per_instance"] = per["split"].transform("nunique").astype("int64")
+        ood = out["n"] >= 8
+        out["_split_fits_n"] = (ood == (out["split"] == "ood")).astype(bool)
+        rows = per["step"].transform("size")
+        sentinel = per["is_final"].transform("sum")
+        expected = per["solution_length"].transform("first") + 1
+        out["_rows_complete"] = ((rows == expected) & (sentinel == 1)).astype(bool)
     elif table == "scores":
         bad = out["success"] & (
             ~out["valid"] | out["violation"].notna() | (out["progress_ratio"] < 1.0) | ~out["answered"]
@@ -108,9 +172,27 @@ def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _puzzle_columns(out: pd.DataFrame) -> pd.DataFrame:
+    """Lengths and ends of the trajectory; ``_trajectory_problem`` (a replay of every
+    trajectory by the family's own rules) is added by the validate task, which may
+    import the families."""
+    out["_moves_count"] = out["moves"].map(len).astype("int64")
+    out["_states_count"] = out["states"].map(len).astype("int64")
+    out["_length_plus_one"] = (out["solution_length"] + 1).astype("int64")
+    out["_first_state"] = out["states"].map(lambda s: s[0] if len(s) else None)
+    out["_last_state"] = out["states"].map(lambda s: s[-1] if len(s) else None)
+    if "start_peg" in out:
+        out["_pegs_differ"] = (out["start_peg"] != out["goal_peg"]).astype(bool)
+        out["_true"] = True
+    return out
+
+
 #: per-family instance suites; a family without one gets the common checks
 FAMILY_SUITES = {"maze": maze_suite}
+PUZZLES = ("hanoi", "checkers", "river_crossing", "blocks_world")
 
 
 def suite_for_family(name: str) -> Suite:
+    if name in PUZZLES:
+        return puzzle_suite(name)
     return FAMILY_SUITES.get(name, instance_suite)()

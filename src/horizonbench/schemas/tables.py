@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 STEP_TYPE = pa.struct([("action", pa.string()), ("arg", pa.string())])
 
@@ -21,7 +21,8 @@ COMMON_INSTANCE_FIELDS: list[pa.Field] = [
     pa.field("candidate_index", pa.int64(), nullable=False),
     pa.field("solution", pa.list_(STEP_TYPE), nullable=False),
     pa.field("solution_length", pa.int32(), nullable=False),
-    pa.field("optimal_plan_count", pa.int64(), nullable=False),
+    #: how many optimal plans exist (null where the family does not count them)
+    pa.field("optimal_plan_count", pa.int64()),
 ]
 
 ATTEMPTS_SCHEMA = pa.schema(
@@ -33,6 +34,8 @@ ATTEMPTS_SCHEMA = pa.schema(
         pa.field("sample", pa.int32(), nullable=False),
         #: 0 for single-turn attempts; the turn index within a multi-turn episode
         pa.field("turn", pa.int32(), nullable=False),
+        #: "plan" (one answer per attempt) or "rollout" (one row per step of an episode)
+        pa.field("mode", pa.string(), nullable=False),
         pa.field("prompt_sha256", pa.string(), nullable=False),
         pa.field("response", pa.string()),
         pa.field("finish_reason", pa.string()),
@@ -57,6 +60,8 @@ PROMPTS_SCHEMA = pa.schema(
     [
         pa.field("instance_id", pa.string(), nullable=False),
         pa.field("family", pa.string(), nullable=False),
+        #: for rollouts, the prompt of the first step (later steps show the state reached)
+        pa.field("mode", pa.string(), nullable=False),
         pa.field("prompt_sha256", pa.string(), nullable=False),
         pa.field(
             "messages",
@@ -71,6 +76,8 @@ SCORES_SCHEMA = pa.schema(
         pa.field("model", pa.string(), nullable=False),
         pa.field("instance_id", pa.string(), nullable=False),
         pa.field("family", pa.string(), nullable=False),
+        #: "plan" or "rollout"; a rollout's row scores its whole episode
+        pa.field("mode", pa.string(), nullable=False),
         pa.field("sample", pa.int32(), nullable=False),
         #: False for an attempt with no answer (a provider failure, not a model failure):
         #: counted here, left out of every rate and fit
@@ -90,6 +97,13 @@ SCORES_SCHEMA = pa.schema(
         pa.field("violation", pa.string()),
         pa.field("first_violation_step", pa.int32()),
         pa.field("parse_error", pa.string()),
+        #: puzzle families: size n, (length - optimal) / optimal of a solved attempt,
+        #: the share of legal moves (plan) or legal transitions (rollout), and the steps
+        #: taken (the plan's length, or the rollout's model calls)
+        pa.field("n", pa.int32()),
+        pa.field("optimality_gap", pa.float64()),
+        pa.field("move_legality_rate", pa.float64()),
+        pa.field("steps_taken", pa.int32()),
     ]
 )
 
@@ -167,5 +181,31 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("first_violation_step", _I),
         ("solution_length", _I),
         ("relative_position", _F),
+    ),
+    # puzzle families (a rollout evaluation is the family "<name>/rollout"):
+    "compounding": _schema(
+        ("family", _S),
+        ("model", _S),
+        ("eps", _F),
+        ("eps_low", _F),
+        ("eps_high", _F),
+        ("n_attempts", _I),
+        ("successes", _I),
+        ("converged", _B),
+        ("note", _S),
+    ),
+    "by_n": _schema(
+        ("family", _S),
+        ("model", _S),
+        ("n", _I),
+        ("L_mean", _F),
+        ("attempts", _I),
+        ("successes", _I),
+        ("success_rate", _F),
+        ("predicted", _F),
+        ("predicted_low", _F),
+        ("predicted_high", _F),
+        ("move_legality_mean", _F),
+        ("optimality_gap_mean", _F),
     ),
 }

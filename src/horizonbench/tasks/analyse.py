@@ -11,6 +11,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from horizonbench.analysis import summary
+from horizonbench.analysis.compounding import compounding_tables
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
 from horizonbench.tasks.score import SCORES_REL
@@ -23,12 +24,22 @@ def answered_scores(scores: pd.DataFrame) -> pd.DataFrame:
     return scores[scores["answered"].astype(bool)].reset_index(drop=True)
 
 
+def evaluation_label(scores: pd.DataFrame) -> pd.Series:
+    """The ``family`` of analysis tables: the family name for whole plans, and
+    ``<family>/rollout`` for rollouts, so the two modes are never pooled."""
+    mode = scores["mode"] if "mode" in scores else pd.Series("plan", index=scores.index)
+    return scores["family"].astype(str) + mode.astype(str).map(lambda m: "" if m == "plan" else f"/{m}")
+
+
 def analyse_scores(
     scores: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int, bin_width: int = 1
 ) -> dict[str, pd.DataFrame]:
-    """All analysis tables, each with a leading ``family`` column."""
+    """All analysis tables, each with a leading ``family`` column (see
+    :func:`evaluation_label`)."""
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in ANALYSIS_SCHEMAS}
-    for family, df in scores.groupby("family", sort=True):
+    scores = scores.assign(family=evaluation_label(scores)) if len(scores) else scores
+    for family, part in scores.groupby("family", sort=True):
+        df = part.reset_index(drop=True)  # the summary functions build frames on a 0..n-1 index
         tables = {
             "overall": summary.overall(df),
             "by_length": summary.success_by_length(df, bin_width=bin_width),
@@ -38,6 +49,7 @@ def analyse_scores(
             "violations": summary.violation_counts(df),
             "first_violations": summary.first_violation_hist(df),
         }
+        tables["compounding"], tables["by_n"] = compounding_tables(df)
         for name, t in tables.items():
             parts[name].append(t.assign(family=str(family)))
     out = {}

@@ -23,13 +23,21 @@ from horizonbench.models.attempt_store import AttemptStore, prompt_sha256
 from horizonbench.models.base import AttemptRequest
 from horizonbench.models.batch import submit_batch_job
 from horizonbench.models.budget import Budget
-from horizonbench.models.engine import Evaluation, ModelRunner, Outcome, attempt_row, submit_attempts
+from horizonbench.models.engine import (
+    Evaluation,
+    ModelRunner,
+    Outcome,
+    attempt_row,
+    run_conversation,
+    submit_attempts,
+)
 from horizonbench.models.factory import build_model
 from horizonbench.models.rate_limit import RateLimiter
 from horizonbench.models.retry import RetryPolicy
 from horizonbench.schemas.config import Config, ModelSpec
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA
 from horizonbench.tasks import progress as prog
+from horizonbench.tasks.rollouts import RolloutConversation
 from horizonbench.tasks.storage import rows_to_table, write_table
 
 ATTEMPTS_REL = "attempts/attempts.parquet"
@@ -41,25 +49,45 @@ def instance_rows(run: Path, family: str) -> list[dict[str, Any]]:
     return pq.read_table(run / "instances" / family / "part-0.parquet").to_pylist()
 
 
-Prompted = list[tuple[str, dict[str, Any], tuple[Message, ...]]]
+Prompted = list[tuple[str, str, dict[str, Any], tuple[Message, ...]]]
 
 
 def render_prompts(cfg: Config, run: Path) -> Prompted:
-    """(family, instance row, messages) in a fixed order: family, then candidate order.
-
-    Rendered once per instance: every model and sample sees the same prompt.
-    """
+    """(family, mode, instance row, messages) in a fixed order: family, mode, then
+    candidate order. Rendered once per instance: every model and sample sees the same
+    prompt. A rollout's entry is its first step (later steps depend on the answers)."""
     out: Prompted = []
     for fam_name, fam_spec in cfg.families.items():
         family = get_family(fam_name)
         prompt_settings = family.prompt_model.model_validate(fam_spec.prompt)
-        for row in instance_rows(run, fam_name):
-            out.append((fam_name, row, tuple(family.render_prompt(row, prompt_settings))))
+        rows = instance_rows(run, fam_name)
+        for mode in fam_spec.modes:
+            for row in rows:
+                if mode == "plan":
+                    messages = family.render_prompt(row, prompt_settings)
+                else:
+                    messages = family.step_prompt(row, prompt_settings, family.start(row), 1)  # type: ignore[attr-defined]
+                out.append((fam_name, mode, row, tuple(messages)))
+    return out
+
+
+def build_conversations(cfg: Config, prompted: Prompted, model_name: str) -> list[RolloutConversation]:
+    """One rollout episode per (instance, sample) of every family evaluated by rollout."""
+    spec = next(m for m in cfg.evaluation.models if m.name == model_name)
+    settings = spec.settings or cfg.evaluation.settings
+    out = []
+    for fam_name, mode, row, _ in prompted:
+        if mode != "rollout":
+            continue
+        family = get_family(fam_name)
+        ps = family.prompt_model.model_validate(cfg.families[fam_name].prompt)
+        for sample in range(cfg.evaluation.samples):
+            out.append(RolloutConversation(family, row, ps, settings, cfg.run.seed, model_name, sample))
     return out
 
 
 def build_requests(cfg: Config, prompted: Prompted, model_name: str) -> list[AttemptRequest]:
-    """Requests in a fixed order: family, instance (candidate order), sample."""
+    """Whole-plan requests in a fixed order: family, instance (candidate order), sample."""
     spec = next(m for m in cfg.evaluation.models if m.name == model_name)
     settings = spec.settings or cfg.evaluation.settings
     return [
@@ -74,7 +102,8 @@ def build_requests(cfg: Config, prompted: Prompted, model_name: str) -> list[Att
             seed=derive_seed(cfg.run.seed, "attempt", model_name, row["instance_id"], sample),
             row=row,
         )
-        for fam_name, row, messages in prompted
+        for fam_name, mode, row, messages in prompted
+        if mode == "plan"
         for sample in range(cfg.evaluation.samples)
     ]
 
@@ -85,10 +114,11 @@ def prompt_rows(prompted: Prompted) -> list[dict[str, Any]]:
         {
             "instance_id": row["instance_id"],
             "family": fam_name,
+            "mode": mode,
             "prompt_sha256": prompt_sha256(messages),
             "messages": [{"role": m.role, "content": m.content} for m in messages],
         }
-        for fam_name, row, messages in prompted
+        for fam_name, mode, row, messages in prompted
     ]
 
 
@@ -194,6 +224,7 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
     budget = Budget(cfg.evaluation.budget_usd)
     specs = cfg.evaluation.models
     requests = {spec.name: build_requests(cfg, prompted, spec.name) for spec in specs}
+    conversations = {spec.name: build_conversations(cfg, prompted, spec.name) for spec in specs}
     counts: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     with AttemptStore(path) as store:
@@ -202,14 +233,23 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
             for spec in specs
         }
         evaluation = Evaluation(grace_s=cfg.evaluation.interrupt_grace_s)
-        items = [(f"evaluate {spec.name}", len(requests[spec.name])) for spec in specs]
+        units = {spec.name: len(requests[spec.name]) + len(conversations[spec.name]) for spec in specs}
+        items = [(f"evaluate {spec.name}", units[spec.name]) for spec in specs]
         plans: dict[str, tuple[list[Outcome | None], list[Any], list[int]]] = {}
+        episodes: dict[str, list[Any]] = {}
         for spec in specs:
             runner, reqs = runners[spec.name], requests[spec.name]
             if spec.batch:
                 plans[spec.name] = submit_batch_job(evaluation, runner, reqs, poll_s=spec.batch_poll_s)
             else:
                 plans[spec.name] = submit_attempts(evaluation, runner, reqs)
+            # rollout steps depend on the last answer, so they always run live (a batch
+            # API would take hours per step)
+            convs = conversations[spec.name]
+            episodes[spec.name] = []
+            if convs:
+                pool = evaluation.pool(runner, min(runner.max_concurrency, len(convs)))
+                episodes[spec.name] = [pool.submit(run_conversation, runner, c, 10_000) for c in convs]
         with prog.progress_group(items) as bars:
             bar_of = dict(zip(runners, bars, strict=True))
             shown = dict.fromkeys(runners, 0)
@@ -224,7 +264,7 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
                 on_progress(name, 0)
             evaluation.on_progress = on_progress
             evaluation.run(
-                [(name, plan[1]) for name, plan in plans.items()], sum(map(len, requests.values()))
+                [(name, [*plan[1], *episodes[name]]) for name, plan in plans.items()], sum(units.values())
             )
         for spec in specs:
             outcomes, futures, todo = plans[spec.name]
@@ -236,6 +276,8 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
                 for i, fut in zip(todo, futures, strict=True):
                     outcomes[i] = fut.result()
             done = [o for o in outcomes if o is not None]
+            for fut in episodes[spec.name]:
+                done.extend(fut.result())
             runner = runners[spec.name]
             counts[spec.name] = model_counts(spec, runner, done)
             runner.close()

@@ -50,17 +50,25 @@ def sample_family(client: Any, family_name: str, spec: FamilySpec, root_seed: in
     sampling = spec.sampling
     selector = Selector(sampling)
     size = sampling.shard_size
-    n_shards = math.ceil(sampling.max_candidates / size)
+    family = get_family(family_name)
+    limit = sampling.max_candidates
+    counter = getattr(family, "candidate_count", None)
+    if counter is not None:  # enumerated families: never ask beyond the candidate space
+        limit = min(limit, counter(family.params_model.model_validate(spec.params)))
+    n_shards = math.ceil(limit / size)
     inflight: dict[int, Any] = {}
     next_shard = 0
     expected = 0
-    goal = sampling.count or sum(sampling.bins.per_bin for _ in sampling.bins.edges())  # type: ignore[union-attr]
+    if sampling.bins is not None:
+        goal = min(limit, sampling.bins.per_bin * len(sampling.bins.edges()))
+    else:
+        goal = min(limit, sampling.count or limit)
     with prog.progress(f"generate {family_name}", goal) as bar:
         try:
             while not selector.done and expected < n_shards:
                 while len(inflight) < window and next_shard < n_shards:
                     start = next_shard * size
-                    stop = min(start + size, sampling.max_candidates)
+                    stop = min(start + size, limit)
                     inflight[next_shard] = client.submit(
                         generate_shard,
                         family_name,

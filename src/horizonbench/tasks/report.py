@@ -17,22 +17,50 @@ from horizonbench.tasks.score import SCORES_REL
 from horizonbench.tasks.storage import write_text
 
 REPORT_REL = "report/index.html"
-EXAMPLES_PER_MODEL = 4
+#: failed attempts shown per model and evaluation (family and mode)
+EXAMPLES_PER_EVALUATION = 4
+#: what identifies the attempt row holding a failing answer
+_ATTEMPT_KEY = ["model", "family", "instance_id", "sample", "mode", "turn"]
+
+
+def _modes(df: pd.DataFrame) -> pd.Series:
+    """Each row's mode; tables from before rollouts (no ``mode``) hold whole plans."""
+    if "mode" not in df.columns:
+        return pd.Series("plan", index=df.index, dtype=object)
+    return df["mode"].astype(object).where(df["mode"].notna(), "plan")
 
 
 def failure_examples(scores: pd.DataFrame, attempts: pd.DataFrame) -> list[dict[str, Any]]:
-    """A few failed attempts per model, the shortest problems first (easiest to read)."""
+    """A few failed attempts per model and evaluation (family and mode), the shortest
+    problems first (easiest to read).
+
+    A whole plan's answer is its one attempt row (turn 0). A rollout has a row per step,
+    and the answer worth reading is the one that ended the episode: the row whose
+    ``turn`` is the episode's ``first_violation_step``.
+    """
     failed = scores[scores["answered"].astype(bool) & ~scores["success"].astype(bool)]
     if failed.empty:
         return []
-    merged = failed.merge(
-        attempts[["model", "instance_id", "sample", "response"]], on=["model", "instance_id", "sample"]
+    mode = _modes(failed)
+    step = pd.to_numeric(failed["first_violation_step"], errors="coerce")
+    # a rollout failure always names its step; -1 matches no row if one ever does not
+    turn = step.where(mode == "rollout", 0).fillna(-1).astype("int64")
+    failed = failed.assign(mode=mode, turn=turn)
+    answers = attempts.assign(
+        mode=_modes(attempts),
+        turn=attempts["turn"].astype("int64") if "turn" in attempts.columns else 0,
+    )[[*_ATTEMPT_KEY, "response"]]
+    merged = failed.merge(answers, on=_ATTEMPT_KEY)
+    merged = merged.sort_values(
+        ["model", "family", "mode", "solution_length", "instance_id", "sample"], kind="mergesort"
     )
-    merged = merged.sort_values(["model", "solution_length", "instance_id", "sample"])
-    picked = merged.groupby("model", sort=True).head(EXAMPLES_PER_MODEL)
+    picked = merged.groupby(["model", "family", "mode"], sort=True).head(EXAMPLES_PER_EVALUATION)
     return [
         {
             "model": r.model,
+            "family": r.family,
+            "mode": r.mode,
+            "turn": int(r.turn),
             "instance_id": r.instance_id,
             "solution_length": int(r.solution_length),
             "violation": r.violation,
@@ -61,6 +89,8 @@ def build_report(run: str, title: str, run_info: dict[str, Any], counts: dict[st
         first_violations=tables["first_violations"],
         examples=failure_examples(scores, attempts),
         counts=counts,
+        compounding=tables["compounding"],
+        by_n=tables["by_n"],
     )
     dest = run_dir / REPORT_REL
     write_text(html, dest)

@@ -18,6 +18,23 @@ from horizonbench.schemas.expectations import Suite, derived_columns
 from horizonbench.tasks.storage import write_json, write_text
 
 
+def family_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
+    """Checks that need a family's own rules (the schemas layer cannot import families):
+    a puzzle table gets ``_trajectory_problem``, "ok" when every state of the
+    trajectory is well formed and the moves replay it legally."""
+    if not table.startswith("instances/") or "states" not in df or not len(df):
+        return df
+    from horizonbench.core.registry import get_family
+
+    family = get_family(table.split("/", 1)[1])
+    check = getattr(family, "trajectory_problem", None)
+    if check is None:
+        return df
+    out = df.copy()
+    out["_trajectory_problem"] = [check(row) for row in out.to_dict("records")]
+    return out
+
+
 def run_suite(df: pd.DataFrame, table: str, suite: Suite, docs_dir: Path | None = None) -> dict[str, Any]:
     """Validate ``df`` with an ephemeral GX context; returns the JSON-able result.
 
@@ -62,7 +79,7 @@ def run_suite(df: pd.DataFrame, table: str, suite: Suite, docs_dir: Path | None 
     checkpoint = context.checkpoints.add(
         gx.Checkpoint(name=f"check_{safe}", validation_definitions=[definition], actions=actions)
     )
-    result = checkpoint.run(batch_parameters={"dataframe": derived_columns(table, df)})
+    result = checkpoint.run(batch_parameters={"dataframe": derived_columns(table, family_columns(table, df))})
     (only,) = result.run_results.values()
     return only.to_json_dict()
 

@@ -1,0 +1,220 @@
+"""How long the whole RecurrReason benchmark (Table 4) takes to certify (``make bench``).
+
+Three figures, measured in this run on this machine:
+
+- ``shared``: every configuration of ``configs/recurrreason.yaml`` certified the way the
+  families do it (one search from each shared goal, the River Crossing quotient, A* for
+  Blocks World), in a fresh process so no cache is warm;
+- ``per-instance BFS``: the baseline, one plain breadth-first search from each start
+  (the paper's Algorithms 2, 3 and 5), on a deterministic sample of each family's
+  configurations per n (extrapolated to all of them; the sample size is printed);
+- ``command``: ``horizonbench generate --config configs/recurrreason.yaml`` end to end
+  (Prefect server, Dask cluster, validation, Parquet), the wall time a user waits.
+
+A report, not a test: it always exits 0.
+
+    .venv/bin/python benchmarks/puzzles.py [--quick] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "configs" / "recurrreason.yaml"
+FAMILIES = ("hanoi", "checkers", "river_crossing", "blocks_world")
+#: the paper's Table 4 totals
+PAPER = {"puzzles": 10_817, "moves": 285_933}
+GOAL_S = 10.0
+#: per-instance BFS gives up here (Blocks World n >= 7 has 10^7..10^8 states)
+BASELINE_NODE_LIMIT = 300_000
+
+
+def _log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def _params(fam: Any, spec: dict[str, Any], quick: bool) -> Any:
+    return fam.params_model.model_validate(spec["params"] | ({"ns": [1, 2, 3, 4, 5, 6]} if quick else {}))
+
+
+def shared_certify_here(quick: bool) -> dict[str, Any]:
+    """Certify every configuration as the families do (keeping the first per_bin per n
+    where the config has quotas, as generation does)."""
+    from horizonbench.core.registry import get_family
+    from horizonbench.datasets.puzzles.base import Certificate
+    from horizonbench.datasets.puzzles.family import _params_key, _space
+
+    cfg = yaml.safe_load(CONFIG.read_text())
+    out: dict[str, Any] = {}
+    t_all = time.perf_counter()
+    for name in FAMILIES:
+        spec = cfg["families"][name]
+        fam = get_family(name)
+        params = _params(fam, spec, quick)
+        cap = (spec["sampling"].get("bins") or {}).get("per_bin")
+        t = time.perf_counter()
+        space = _space(type(fam.puzzle), _params_key(params))
+        kept: dict[int, int] = {}
+        moves = 0
+        for config in space:
+            if (cap is not None and kept.get(config.n, 0) >= cap) or config.start == config.goal:
+                continue
+            cert = fam.puzzle.certify(config, int(params.node_limit))
+            if isinstance(cert, Certificate):
+                kept[config.n] = kept.get(config.n, 0) + 1
+                moves += cert.length
+        out[name] = {
+            "seconds": time.perf_counter() - t,
+            "configurations": len(space),
+            "puzzles": sum(kept.values()),
+            "moves": moves,
+        }
+    out["_total_s"] = time.perf_counter() - t_all
+    return out
+
+
+def shared_certify(quick: bool) -> dict[str, Any]:
+    """In a child process, so no distance map or import is warm."""
+    cmd = [sys.executable, __file__, "--child-shared"] + (["--quick"] if quick else [])
+    res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def baseline_certify(quick: bool, per_n: int) -> dict[str, Any]:
+    """Plain BFS from each start on up to ``per_n`` configurations per (family, n),
+    spread evenly over the list; the per-configuration mean is scaled to all of them."""
+    from horizonbench.core.registry import get_family
+    from horizonbench.datasets.puzzles.base import bfs_path
+    from horizonbench.datasets.puzzles.family import _params_key, _space
+
+    cfg = yaml.safe_load(CONFIG.read_text())
+    out: dict[str, Any] = {}
+    for name in FAMILIES:
+        spec = cfg["families"][name]
+        fam = get_family(name)
+        params = fam.params_model.model_validate(
+            spec["params"] | ({"ns": [1, 2, 3, 4, 5, 6]} if quick else {})
+        )
+        space = _space(type(fam.puzzle), _params_key(params))
+        by_n: dict[int, list[Any]] = {}
+        for c in space:
+            by_n.setdefault(c.n, []).append(c)
+        est = 0.0
+        sampled = 0
+        gave_up = 0
+        for _, configs in sorted(by_n.items()):
+            step = max(1, len(configs) // per_n)
+            sample = configs[::step][:per_n]
+            t = time.perf_counter()
+            for c in sample:
+                moves = fam.puzzle.successors
+                res = bfs_path(c.start, c.goal, lambda s, r=c.rules, m=moves: m(s, r), BASELINE_NODE_LIMIT)
+                gave_up += getattr(res, "reason", "") == "node_limit"
+            spent = time.perf_counter() - t
+            sampled += len(sample)
+            est += spent / len(sample) * len(configs)
+        out[name] = {"seconds_estimated": est, "sampled": sampled, "gave_up": gave_up}
+    out["_total_s"] = sum(v["seconds_estimated"] for v in out.values())
+    return out
+
+
+def command_time(quick: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg_path = CONFIG
+        if quick:
+            raw = yaml.safe_load(CONFIG.read_text())
+            for spec in raw["families"].values():
+                spec["params"]["ns"] = [1, 2, 3, 4, 5, 6]
+            cfg_path = Path(tmp) / "quick.yaml"
+            cfg_path.write_text(yaml.safe_dump(raw))
+        exe = Path(sys.executable).with_name("horizonbench")
+        env = dict(os.environ, PREFECT_HOME=str(Path(tmp) / "prefect"))
+        t = time.perf_counter()
+        res = subprocess.run(
+            [
+                str(exe),
+                "generate",
+                "--config",
+                str(cfg_path),
+                "--out",
+                str(Path(tmp) / "run"),
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        wall = time.perf_counter() - t
+        manifest = (
+            json.loads((Path(tmp) / "run" / "manifest.json").read_text()) if res.returncode == 0 else {}
+        )
+        gen = {g["family"]: g for g in manifest.get("counts", {}).get("generation", [])}
+        return {"seconds": wall, "returncode": res.returncode, "kept": {k: v["kept"] for k, v in gen.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="n = 1..6 only")
+    ap.add_argument("--json", metavar="FILE")
+    ap.add_argument("--baseline-sample", type=int, default=12, metavar="K", help="configurations per n")
+    ap.add_argument("--child-shared", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child_shared:
+        print(json.dumps(shared_certify_here(args.quick)))
+        return 0
+
+    _log("certifying the whole benchmark (fresh process)...")
+    shared = shared_certify(args.quick)
+    _log("per-instance BFS baseline on a sample...")
+    base = baseline_certify(args.quick, args.baseline_sample)
+    _log("horizonbench generate end to end...")
+    cmd = command_time(args.quick)
+
+    print()
+    print("RecurrReason benchmark certification" + (" (quick: n = 1..6)" if args.quick else ""))
+    head = ("configs", 9), ("puzzles", 9), ("moves", 10), ("shared s", 10), ("BFS s (est)", 13), ("ratio", 8)
+    print(f"{'family':<16}" + "".join(f"{h:>{w}}" for h, w in head))
+    for name in FAMILIES:
+        s, b = shared[name], base[name]
+        ratio = b["seconds_estimated"] / s["seconds"] if s["seconds"] > 0 else float("nan")
+        print(
+            f"{name:<16}{s['configurations']:>9}{s['puzzles']:>9}{s['moves']:>10}"
+            f"{s['seconds']:>10.2f}{b['seconds_estimated']:>13.1f}{ratio:>8.1f}"
+        )
+    total_p = sum(shared[n]["puzzles"] for n in FAMILIES)
+    total_m = sum(shared[n]["moves"] for n in FAMILIES)
+    ratio = base["_total_s"] / shared["_total_s"]
+    print(
+        f"{'total':<16}{'':>9}{total_p:>9}{total_m:>10}{shared['_total_s']:>10.2f}"
+        f"{base['_total_s']:>13.1f}{ratio:>8.1f}"
+    )
+    print(f"paper Table 4: {PAPER['puzzles']} puzzles, {PAPER['moves']} moves")
+    gave_up = sum(base[n]["gave_up"] for n in FAMILIES)
+    print(
+        f"baseline: {sum(base[n]['sampled'] for n in FAMILIES)} configurations sampled "
+        f"(up to {args.baseline_sample} per n), {gave_up} stopped at {BASELINE_NODE_LIMIT:,} nodes "
+        "(their time counts as spent, so the ratio is a lower bound)"
+    )
+    print(
+        f"goal: whole benchmark < {GOAL_S:.0f} s and >= 10x faster than per-instance BFS -> "
+        f"certify {shared['_total_s']:.1f} s, ratio {ratio:.1f}x; "
+        f"`horizonbench generate` end to end {cmd['seconds']:.1f} s (exit {cmd['returncode']})"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps({"shared": shared, "baseline": base, "command": cmd}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

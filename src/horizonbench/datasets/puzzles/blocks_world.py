@@ -1,0 +1,616 @@
+"""Blocks World: rearrange n lettered blocks on K numbered stacks, one top block a move.
+
+State: a tuple of K stacks, each a tuple of block letters from BOTTOM to TOP; stacks are
+positions (stack 1, 2, ...), so ``(("A",), ("B",), ())`` and ``(("B",), ("A",), ())``
+differ. Text: ``[[A, B], [C], []]``. A move ``(block, from, to)`` takes the top block of
+stack ``from`` onto stack ``to`` (1-based), written ``[B, 1, 3]``; a plan is a list of
+moves.
+
+Start/goal pairs are sampled (Algorithm 6 of the paper), so no two share a goal and
+each is certified by its own search: A* with a lower bound built from "every block not
+yet in its final position moves at least once, some provably twice" (see :class:`_Goal`),
+which visits far fewer states than BFS (n = 10 on 3 stacks has 240 million states).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import itertools
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from horizonbench.datasets.puzzles.base import (
+    BadText,
+    Certificate,
+    Configuration,
+    IllegalMove,
+    Unsolved,
+)
+
+__all__ = ["BlocksWorld", "BlocksWorldParams"]
+
+VIOLATIONS = (
+    "not_top_block",  # the block is not the top block of the stack it is taken from
+    "empty_stack",  # the stack taken from is empty
+    "same_stack",  # from and to are the same stack
+    "no_such_stack",  # a stack number outside 1..K
+    "no_such_block",  # a block that is not in the puzzle
+)
+
+Stack = tuple[str, ...]
+BWState = tuple[Stack, ...]
+BWMove = tuple[str, int, int]
+
+_LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+class BlocksWorldParams(BaseModel):
+    """Generation parameters of Algorithm 6 (M = ``per_n``, oversampling ``alpha``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ns: list[int] = Field(default_factory=lambda: list(range(1, 11)))
+    per_n: int = Field(default=100, ge=1, le=100_000)
+    alpha: int = Field(default=3, ge=1, le=100)
+    num_stacks: int = Field(default=3, ge=2, le=6)
+    node_limit: int = Field(default=1_000_000, ge=1)
+    #: seed of the draws; the family adapter passes it to ``configurations`` as ``seed``
+    sample_seed: int = Field(default=0, ge=0)
+
+    @field_validator("ns")
+    @classmethod
+    def _ns_ok(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("ns: give at least one size")
+        for v in value:
+            if not 1 <= v <= 10:
+                raise ValueError(f"ns: {v} is outside 1..10")
+        if len(set(value)) != len(value):
+            raise ValueError(f"ns: {value} repeats a size")
+        return value
+
+
+# --- sampling ---------------------------------------------------------------------
+
+
+def count_states(n: int, k: int) -> int:
+    """Exactly: a state is a block order (n!) cut into k stacks (C(n + k - 1, k - 1))."""
+    return math.factorial(n) * math.comb(n + k - 1, k - 1)
+
+
+def _rng(seed: int, n: int, tag: str) -> np.random.Generator:
+    """A generator that depends only on (seed, n, tag), never on process hash seeds."""
+    digest = hashlib.sha256(f"blocks_world:{seed}:{n}:{tag}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:16], "big"))
+
+
+def _draw_state(rng: np.random.Generator, n: int, k: int) -> BWState:
+    """Uniform over states: a uniform block order and a uniform composition of n into k
+    parts (bars among n + k - 1 slots); the pair determines the state and vice versa."""
+    order = [_LETTERS[i] for i in rng.permutation(n)]
+    bars = sorted(int(b) for b in rng.choice(n + k - 1, size=k - 1, replace=False))
+    sizes, prev = [], -1
+    for b in [*bars, n + k - 1]:
+        sizes.append(b - prev - 1)
+        prev = b
+    out, pos = [], 0
+    for size in sizes:
+        out.append(tuple(order[pos : pos + size]))
+        pos += size
+    return tuple(out)
+
+
+def all_states(n: int, k: int) -> list[BWState]:
+    """Every state, in a fixed order (block orders, then cuts); only for small spaces."""
+    out = []
+    for order in itertools.permutations(_LETTERS[:n]):
+        for bars in itertools.combinations(range(n + k - 1), k - 1):
+            stacks, prev, pos = [], -1, 0
+            for b in [*bars, n + k - 1]:
+                size = b - prev - 1
+                stacks.append(tuple(order[pos : pos + size]))
+                pos, prev = pos + size, b
+            out.append(tuple(stacks))
+    return out
+
+
+# --- search -----------------------------------------------------------------------
+
+
+def _common(a: str, b: str) -> int:
+    i = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        i += 1
+    return i
+
+
+class _Goal:
+    """The goal facts the heuristic reads, computed once per search.
+
+    A block is *in place* when its stack agrees with the goal stack from the bottom up to
+    and including it. The heuristic is ``sum(bound) + penalty``:
+
+    ``bound``: a block not in place must move (if it never moves, neither do the blocks
+    under it, so it stays out of place). It must move twice (a) if it stands on its own
+    goal stack: every move changes stack, so it must leave and come back; or (b) if a
+    block now under it belongs under it in its goal stack: that block can only move once
+    this one has left, yet must be in place before this one arrives.
+
+    ``penalty``: the blocks of a stack that are out of place form its *junk* (everything
+    above its in-place bottom part). Before any block can land in place on stack b, the
+    lowest junk block of b has to move, and before that every block above it. Take two
+    stacks a and b that both have junk, and order them by when their lowest junk block
+    first moves, say a before b. A bound-1 block x in a's junk whose goal stack is b moves
+    no later than a's lowest junk block, so before b's, so while b still holds junk: it
+    cannot land in place then, and it moves again. So of the bound-1 blocks in a's
+    junk bound for b and those in b's junk bound for a, at least the smaller group moves
+    a second time; different pairs of stacks count different blocks, and bound-1 blocks
+    were counted once above.
+
+    Every move moves one block, so h never overestimates. It is also consistent (h drops
+    by at most 1 per move), so A* never reopens a state: a move changes only the moved
+    block's bound and its entry in the counts. Its bound drops by at most 1 (to 0 only by
+    landing in place; a block leaving its goal stack lands elsewhere with bound 1). The
+    penalty drops by at most 1, and only when the moved block had bound 1 and its goal
+    stack has junk, so it cannot land in place and its bound does not drop.
+    """
+
+    def __init__(self, dst: tuple[str, ...]) -> None:
+        self.stacks = dst
+        self.k = k = len(dst)
+        self.home = {b: j for j, stack in enumerate(dst) for b in stack}
+        self.height = {b: y for stack in dst for y, b in enumerate(stack)}
+        self.under = {b: frozenset(stack[:y]) for stack in dst for y, b in enumerate(stack)}
+        # the counts w[a][b] live in one int, 5 bits each (at most 26 blocks)
+        self.pairs = tuple(
+            (a, b, _W_BITS * (a * k + b), _W_BITS * (b * k + a))
+            for a, b in itertools.combinations(range(k), 2)
+        )
+        #: the unit of w[stack][goal stack of block], per (stack, block)
+        self.unit = {(i, b): 1 << (_W_BITS * (i * k + j)) for b, j in self.home.items() for i in range(k)}
+
+    def bound(self, block: str, stack: int, below: str) -> int:
+        """Moves still needed by ``block``, out of place on ``stack`` over ``below``."""
+        if self.home[block] == stack or not self.under[block].isdisjoint(below):
+            return 2
+        return 1
+
+    def penalty(self, s: Sequence[str], cps: tuple[int, ...], w: int) -> int:
+        """``w[a][b]`` (5 bits at ``_W_BITS * (a * k + b)``): bound-1 blocks in a's junk
+        whose goal stack is b."""
+        total = 0
+        for a, b, ab, ba in self.pairs:
+            if len(s[a]) > cps[a] and len(s[b]) > cps[b]:
+                x, y = (w >> ab) & _W_MASK, (w >> ba) & _W_MASK
+                total += x if x < y else y
+        return total
+
+    def measure(self, s: Sequence[str]) -> tuple[tuple[int, ...], int, int]:
+        """(in-place prefix lengths, sum of bounds, the counts ``w``) of a state."""
+        cps = tuple(_common(here, there) for here, there in zip(s, self.stacks, strict=True))
+        total = w = 0
+        for i, here in enumerate(s):
+            for y in range(cps[i], len(here)):
+                need = self.bound(here[y], i, here[:y])
+                total += need
+                if need == 1:
+                    w += self.unit[i, here[y]]
+        return cps, total, w
+
+    def useful_moves(self, s: Sequence[str], cps: tuple[int, ...]) -> Sequence[tuple[int, int]]:
+        """The moves an optimal plan needs to consider (0-based stacks).
+
+        Two exchange arguments prune the rest without losing every optimal plan:
+        (1) a block in place never needs to move: deleting every move of the in-place
+        blocks from a plan leaves a legal plan (they act as the floor of their stacks)
+        that is no longer; (2) if a block can go straight to its final place, going
+        there now is optimal: put it there first and delete its later moves, and every
+        other move still finds the same block on top. Applied in every state, they keep
+        a shortest plan from every state, so distances (and unsolvability) are unchanged.
+        """
+        k = self.k
+        tops = [i for i in range(k) if len(s[i]) > cps[i]]
+        for i in tops:
+            block = s[i][-1]
+            j = self.home[block]
+            if j != i and cps[j] == len(s[j]) == self.height[block]:
+                return ((i, j),)
+        return [(i, j) for i in tops for j in range(k) if j != i]
+
+
+_W_BITS, _W_MASK = 5, 31
+_SEP = "|"
+
+
+def _astar(start: BWState, goal: BWState, node_limit: int) -> Certificate | Unsolved:
+    """A* with the admissible, consistent heuristic of :class:`_Goal` over the pruned
+    moves of :meth:`_Goal.useful_moves`: the first time the goal leaves the queue its
+    distance is optimal; an exhausted queue proves the goal unreachable.
+
+    States are keyed as one string (stacks joined by ``|``): strings cache their hash,
+    which matters at a few hundred thousand dictionary look-ups per search.
+    """
+    src = ["".join(s) for s in start]
+    dst = tuple("".join(s) for s in goal)
+    if sorted("".join(src)) != sorted("".join(dst)) or len(src) != len(dst):
+        return Unsolved("unsolvable", 0)
+    facts = _Goal(dst)
+    home, height, under, unit, penalty = facts.home, facts.height, facts.under, facts.unit, facts.penalty
+    cps0, lb0, w0 = facts.measure(src)
+    key0, goal_key = _SEP.join(src), _SEP.join(dst)
+    best = {key0: 0}
+    parent: dict[str, tuple[str, BWMove] | None] = {key0: None}
+    closed: set[str] = set()
+    heap = [(lb0 + facts.penalty(src, cps0, w0), 0, 0, key0, cps0, lb0, w0)]
+    tick = nodes = 0
+    while heap:
+        _, neg_g, _, key, cps, lb, w = heapq.heappop(heap)
+        if key in closed:
+            continue
+        if key == goal_key:
+            return _path(parent, key, nodes)
+        if nodes >= node_limit:
+            return Unsolved("node_limit", nodes)
+        closed.add(key)
+        nodes += 1
+        g = 1 - neg_g
+        s = key.split(_SEP)
+        for i, j in facts.useful_moves(s, cps):
+            here, there = s[i], s[j]
+            block, rest, lj = here[-1], here[:-1], len(there)
+            t = s.copy()
+            t[i], t[j] = rest, there + block
+            t_key = _SEP.join(t)
+            if t_key in closed or best.get(t_key, g + 1) <= g:
+                continue
+            hb = home[block]
+            before = 2 if hb == i or not under[block].isdisjoint(rest) else 1
+            c = cps
+            if hb == j and cps[j] == lj == height[block]:  # it lands in place
+                after = 0
+                c_list = list(cps)
+                c_list[j] = lj + 1
+                c = tuple(c_list)
+            else:
+                after = 2 if hb == j or not under[block].isdisjoint(there) else 1
+            w2 = w
+            if before == 1:
+                w2 -= unit[i, block]
+            if after == 1:
+                w2 += unit[j, block]
+            lb2 = lb - before + after
+            best[t_key] = g
+            parent[t_key] = (key, (block, i + 1, j + 1))
+            tick += 1
+            heapq.heappush(heap, (g + lb2 + penalty(t, c, w2), -g, tick, t_key, c, lb2, w2))
+    return Unsolved("unsolvable", nodes)
+
+
+def _path(parent: Mapping[str, tuple[str, BWMove] | None], end: str, nodes: int) -> Certificate:
+    keys, moves = [end], []
+    link = parent[end]
+    while link is not None:
+        prev, move = link
+        keys.append(prev)
+        moves.append(move)
+        link = parent[prev]
+    keys.reverse()
+    moves.reverse()
+    states = tuple(tuple(tuple(stack) for stack in key.split(_SEP)) for key in keys)
+    return Certificate(states, tuple(moves), nodes)
+
+
+# --- text -------------------------------------------------------------------------
+
+_QUOTES = str.maketrans(dict.fromkeys("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "'"))
+_SPAN_BRACKETS = re.compile(r"[\[\]()]")
+_TOKEN = re.compile(r"""\s*(?:([\[\](),])|'([^'\n]{0,40})'|"([^"\n]{0,40})"|([^\s\[\](),'"]{1,40}))""")
+_BLOCK = re.compile(r"[A-Z]")
+_NUMBER = re.compile(r"[0-9]{1,3}")
+_MAX_TEXT = 1_000_000
+
+
+def _last_list_span(text: str) -> str | None:
+    """The last top-level ``[...]`` that is empty or holds a nested list, found in one
+    quote-blind pass so hostile input stays linear."""
+    stack: list[str] = []
+    start, nested, last = 0, False, None
+    for m in _SPAN_BRACKETS.finditer(text):
+        ch = m.group()
+        if not stack:
+            if ch == "[":
+                stack, start, nested = ["["], m.start(), False
+            continue
+        if ch in "[(":
+            stack.append(ch)
+            nested = True
+            continue
+        if stack[-1] != ("[" if ch == "]" else "("):
+            stack = []  # a broken span is not a list; look for a later one
+            continue
+        stack.pop()
+        if not stack and (nested or not text[start + 1 : m.start()].strip()):
+            last = text[start : m.end()]
+    return last
+
+
+def _read_nested(span: str) -> list[Any]:
+    """Two levels of lists of string atoms (quotes and commas optional); never evaluates."""
+    root: list[Any] = []
+    stack: list[tuple[list[Any], str]] = [(root, "")]
+    pos = 0
+    while pos < len(span):
+        m = _TOKEN.match(span, pos)
+        if m is None:
+            if not span[pos:].strip():
+                break
+            raise BadText(f"cannot read {span[pos : pos + 20]!r} in the list")
+        pos = m.end()
+        punct, atom = m.group(1), next((g for g in m.groups()[1:] if g is not None), None)
+        if punct in ("[", "("):
+            if len(stack) > 2:
+                raise BadText("lists nested deeper than 2")
+            child: list[Any] = []
+            stack[-1][0].append(child)
+            stack.append((child, "]" if punct == "[" else ")"))
+        elif punct in ("]", ")"):
+            if len(stack) == 1 or stack[-1][1] != punct:
+                raise BadText(f"unmatched {punct!r} in the list")
+            stack.pop()
+        elif punct == ",":
+            continue
+        elif atom is not None and len(stack) > 1:
+            stack[-1][0].append(atom.strip())
+        else:
+            raise BadText(f"{_short(atom)} is outside the list")
+    if len(stack) != 1 or len(root) != 1:
+        raise BadText("the list is not closed")
+    return root[0]
+
+
+def _outer_list(text: str, what: str, example: str) -> list[Any]:
+    if not isinstance(text, str) or len(text) > _MAX_TEXT:
+        raise BadText(f"{what} text missing or too long")
+    span = _last_list_span(text.translate(_QUOTES))
+    if span is None:
+        raise BadText(f"no {what} list like {example} found")
+    return _read_nested(span)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _as_move(item: Any, i: int) -> BWMove:
+    if not isinstance(item, list) or len(item) != 3:
+        raise BadText(f"move {i}: {_short(item)} is not [block, from stack, to stack]")
+    block, src, dst = item
+    if isinstance(block, list) or not _BLOCK.fullmatch(block):
+        raise BadText(f"move {i}: {_short(block)} is not a block letter")
+    for stack in (src, dst):
+        if isinstance(stack, list) or not _NUMBER.fullmatch(stack):
+            raise BadText(f"move {i}: {_short(stack)} is not a stack number")
+    return block, int(src), int(dst)
+
+
+# --- the puzzle -------------------------------------------------------------------
+
+
+class BlocksWorld:
+    """The Blocks World rules, text forms, sampled configurations and A* certificates."""
+
+    name: ClassVar[str] = "blocks_world"
+    action: ClassVar[str] = "move_block"
+    violations: ClassVar[tuple[str, ...]] = VIOLATIONS
+    params_model: ClassVar[type[BaseModel]] = BlocksWorldParams
+
+    # configurations and certificates
+
+    def configurations(self, n: int, params: BaseModel, seed: int) -> list[Configuration]:
+        """Algorithm 6's candidate list: ``per_n * alpha`` distinct (start, goal) pairs with
+        start != goal. When the space has no more pairs than that, all of them in a seeded
+        order (sampling would only repeat); otherwise independent uniform draws, each
+        seeded by (seed, n, draw number), skipping repeats."""
+        assert isinstance(params, BlocksWorldParams)
+        k, want = params.num_stacks, params.per_n * params.alpha
+        rules = {"num_stacks": k}
+        total = count_states(n, k)
+        if total * (total - 1) <= want:
+            states = all_states(n, k)
+            pairs = [(s, g) for s in states for g in states if s != g]
+            order = _rng(seed, n, "all").permutation(len(pairs))
+            return [Configuration(n, rules, *pairs[i], label=f"pair {i}") for i in order.tolist()]
+        out: list[Configuration] = []
+        seen: set[tuple[BWState, BWState]] = set()
+        for draw in itertools.count():
+            if len(out) == want:
+                break
+            rng = _rng(seed, n, str(draw))
+            start, goal = _draw_state(rng, n, k), _draw_state(rng, n, k)
+            if start == goal or (start, goal) in seen:
+                continue
+            seen.add((start, goal))
+            out.append(Configuration(n, rules, start, goal, label=f"draw {draw}"))
+        return out
+
+    def certify(self, config: Configuration, node_limit: int) -> Certificate | Unsolved:
+        """A* from the start (goals are not shared). With 2 stacks only n + 1 states are
+        reachable from each start, and the search proves the rest unsolvable."""
+        return _astar(_stacks(config.start), _stacks(config.goal), node_limit)
+
+    # rules
+
+    def successors(self, state: Any, rules: Mapping[str, Any]) -> Iterator[tuple[BWMove, BWState]]:
+        """Top of stack i onto stack j, by i then j."""
+        state = _stacks(state)
+        for i, here in enumerate(state):
+            if not here:
+                continue
+            for j in range(len(state)):
+                if j != i:
+                    yield (here[-1], i + 1, j + 1), _moved(state, i, j)
+
+    def apply(self, state: Any, move: Any, rules: Mapping[str, Any]) -> BWState:
+        """The state after ``move``; raises :class:`IllegalMove`."""
+        state = _stacks(state)
+        k = int(rules["num_stacks"])
+        block, src, dst = move
+        for stack in (src, dst):
+            if not isinstance(stack, int) or not 1 <= stack <= min(k, len(state)):
+                raise IllegalMove("no_such_stack", f"there is no stack {stack} (stacks are 1..{k})")
+        if src == dst:
+            raise IllegalMove("same_stack", f"{block} would go from stack {src} to itself")
+        if not any(block in stack for stack in state):
+            raise IllegalMove("no_such_block", f"there is no block {_short(block)}")
+        here = state[src - 1]
+        if not here:
+            raise IllegalMove("empty_stack", f"stack {src} is empty")
+        if here[-1] != block:
+            raise IllegalMove("not_top_block", f"the top of stack {src} is {here[-1]}, not {block}")
+        return _moved(state, src - 1, dst - 1)
+
+    def check_state(self, state: Any, n: int, rules: Mapping[str, Any]) -> str | None:
+        """K stacks holding blocks A.. exactly once each."""
+        k = int(rules["num_stacks"])
+        if not isinstance(state, tuple | list) or not all(isinstance(s, tuple | list) for s in state):
+            return "a state is a list of stacks"
+        if len(state) != k:
+            return f"{len(state)} stacks instead of {k}"
+        seen = [b for stack in state for b in stack]
+        for b in seen:
+            if b not in _LETTERS[:n]:
+                return f"{_short(b)} is not one of the blocks {', '.join(_LETTERS[:n])}"
+        for b in _LETTERS[:n]:
+            if seen.count(b) != 1:
+                return f"block {b} appears {seen.count(b)} times (must be exactly once)"
+        return None
+
+    # text
+
+    def format_state(self, state: Any) -> str:
+        return "[" + ", ".join("[" + ", ".join(stack) + "]" for stack in state) + "]"
+
+    def parse_state(self, text: str) -> BWState:
+        """The last list of stacks in the text, bottom to top, quotes optional."""
+        stacks = _outer_list(text, "state", "[[A, B], [C], []]")
+        out = []
+        for i, stack in enumerate(stacks, start=1):
+            if not isinstance(stack, list):
+                raise BadText(f"stack {i}: {_short(stack)} is not a list of blocks")
+            for b in stack:
+                if isinstance(b, list) or not _BLOCK.fullmatch(b):
+                    raise BadText(f"stack {i}: {_short(b)} is not a block letter")
+            out.append(tuple(stack))
+        return tuple(out)
+
+    def format_move(self, move: Any) -> str:
+        block, src, dst = move
+        return f"[{block}, {src}, {dst}]"
+
+    def parse_moves(self, text: str) -> list[BWMove]:
+        """The last list of moves in the answer, e.g. ``[["B", 1, 3], [C, 2, 1]]``."""
+        items = _outer_list(text, "move", "[[B, 1, 3], [C, 2, 1]]")
+        return [_as_move(item, i) for i, item in enumerate(items, start=1)]
+
+    # noisy-baseline mistakes
+
+    def illegal_move(self, state: Any, rules: Mapping[str, Any], rng: np.random.Generator) -> BWMove:
+        """A typical mistake: a buried block, an empty or missing stack, a move onto the
+        same stack, or a block that does not exist."""
+        state = _stacks(state)
+        k = len(state)
+        full = [i for i, s in enumerate(state) if s]
+        empty = [i for i, s in enumerate(state) if not s]
+        blocks = sorted(b for s in state for b in s)
+        if not full:  # no blocks: every move names a missing block
+            return "A", 1, 2
+        i = full[int(rng.integers(len(full)))]
+        other = [j for j in range(k) if j != i]
+        j = other[int(rng.integers(len(other)))]
+        top = state[i][-1]
+        options: list[BWMove] = [(top, i + 1, i + 1), (top, i + 1, k + 1)]
+        buried = [(b, x) for x, s in enumerate(state) for b in s[:-1]]
+        if buried:
+            b, x = buried[int(rng.integers(len(buried)))]
+            y = (x + 1) % k
+            options.append((b, x + 1, y + 1))
+        if empty:
+            e = empty[int(rng.integers(len(empty)))]
+            options.append((blocks[int(rng.integers(len(blocks)))], e + 1, i + 1))
+        missing = _LETTERS[len(blocks)] if len(blocks) < len(_LETTERS) else None
+        if missing is not None:
+            options.append((missing, i + 1, j + 1))
+        return options[int(rng.integers(len(options)))]
+
+    def wrong_successor(self, state: Any, rules: Mapping[str, Any], rng: np.random.Generator) -> BWState:
+        """Two blocks swapped (stack heights unchanged, which no move does) or a buried
+        block pulled out; with a single block, that block duplicated."""
+        state = _stacks(state)
+        spots = [(x, y) for x, s in enumerate(state) for y in range(len(s))]
+        options: list[BWState] = []
+        if len(spots) >= 2:
+            a, b = rng.choice(len(spots), size=2, replace=False).tolist()
+            options.append(_swapped(state, spots[a], spots[b]))
+        buried = [(x, y) for x, y in spots if y < len(state[x]) - 1]
+        if buried and len(state) >= 2:
+            x, y = buried[int(rng.integers(len(buried)))]
+            to = (x + 1 + int(rng.integers(len(state) - 1))) % len(state)
+            rows = [list(s) for s in state]
+            block = rows[x].pop(y)
+            rows[to].append(block)
+            options.append(tuple(tuple(r) for r in rows))
+        if not options:
+            rows = [list(s) for s in state]
+            if spots:
+                x, _ = spots[0]
+                rows[(x + 1) % len(rows)].append(rows[x][-1])
+            else:
+                rows[0].append("A")
+            options.append(tuple(tuple(r) for r in rows))
+        return options[int(rng.integers(len(options)))]
+
+    def describe_rules(self, rules: Mapping[str, Any], n: int) -> str:
+        k = int(rules["num_stacks"])
+        blocks = ", ".join(_LETTERS[:n])
+        return (
+            f"There are {n} blocks ({blocks}) on {k} stacks numbered 1 to {k}. Rearrange them "
+            f"from the start arrangement into the goal arrangement.\n"
+            f"Rules: one block moves at a time; only the top block of a stack can be moved; "
+            f"it goes on top of a different stack, which may be empty. Stacks keep their "
+            f"numbers, so the same blocks on a different stack is a different arrangement.\n"
+            f"A state is written as a list of the {k} stacks in order, each listed from the "
+            f"bottom block to the top block, e.g. [[A, B], [C], []] means B lies on A in "
+            f"stack 1, C is alone in stack 2, and stack 3 is empty.\n"
+            f"A move is written [block, from stack, to stack], e.g. [B, 1, 3] moves B from "
+            f"the top of stack 1 onto stack 3; a whole solution is a list of moves, e.g. "
+            f"[[B, 1, 3], [C, 2, 1]]."
+        )
+
+
+# --- small state helpers ----------------------------------------------------------
+
+
+def _stacks(state: Any) -> BWState:
+    return tuple(tuple(s) for s in state)
+
+
+def _moved(state: BWState, i: int, j: int) -> BWState:
+    rows = list(state)
+    rows[j] = rows[j] + rows[i][-1:]
+    rows[i] = rows[i][:-1]
+    return tuple(rows)
+
+
+def _swapped(state: BWState, a: tuple[int, int], b: tuple[int, int]) -> BWState:
+    rows = [list(s) for s in state]
+    rows[a[0]][a[1]], rows[b[0]][b[1]] = rows[b[0]][b[1]], rows[a[0]][a[1]]
+    return tuple(tuple(r) for r in rows)

@@ -1,0 +1,424 @@
+"""Any :class:`~horizonbench.datasets.puzzles.base.Puzzle` as a horizonbench family.
+
+The candidate space of a puzzle family is the concatenation, over the configured sizes
+``ns``, of the puzzle's configurations; candidate ``index`` is configuration ``index``
+of that list. The list depends on the parameters only (``sample_seed`` for the sampled
+ones), never on the run seed: the puzzles are a fixed benchmark, as in the paper, and a
+run seed changes the model samples, not the questions.
+
+Instances that share a goal are certified by one search from the goal, cached per
+process (see each puzzle's ``certify``); every certificate is replayed before its row
+is written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score, Step
+from horizonbench.datasets.puzzles import prompt
+from horizonbench.datasets.puzzles.base import (
+    BadText,
+    Certificate,
+    Configuration,
+    IllegalMove,
+    Puzzle,
+    State,
+    replay,
+    trajectory_ok,
+)
+from horizonbench.datasets.puzzles.rollout import ROLLOUT_FAILURES, Episode, score_plan
+from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
+
+#: whole-plan outcomes beyond the puzzle's own illegal-move kinds
+PLAN_FAILURES = ("invalid_output", "goal_not_reached")
+
+
+class PuzzlePrompt(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: include one worked example (a certified puzzle of size 2 of the same kind)
+    shots: int = Field(default=1, ge=0, le=1)
+
+
+def puzzle_fields(rule_fields: Sequence[pa.Field]) -> list[pa.Field]:
+    """Instance columns of every puzzle family, then the puzzle's own rule columns."""
+    return COMMON_INSTANCE_FIELDS + [
+        pa.field("n", pa.int32(), nullable=False),
+        pa.field("label", pa.string(), nullable=False),
+        pa.field("initial_state", pa.string(), nullable=False),
+        pa.field("goal_state", pa.string(), nullable=False),
+        #: the optimal move list, one move per entry in the puzzle's move format
+        pa.field("moves", pa.list_(pa.string()), nullable=False),
+        #: the optimal trajectory: solution_length + 1 states, start to goal
+        pa.field("states", pa.list_(pa.string()), nullable=False),
+        #: search nodes of the certificate (a shared distance map counts whole)
+        pa.field("search_nodes", pa.int64(), nullable=False),
+        *rule_fields,
+    ]
+
+
+def _params_key(params: BaseModel) -> str:
+    return json.dumps(params.model_dump(mode="json"), sort_keys=True)
+
+
+@lru_cache(maxsize=32)
+def _space(puzzle_cls: type, params_json: str) -> tuple[Configuration, ...]:
+    puzzle: Puzzle = puzzle_cls()
+    params = puzzle.params_model.model_validate_json(params_json)
+    seed = int(getattr(params, "sample_seed", 0))
+    out: list[Configuration] = []
+    for n in params.ns:  # type: ignore[attr-defined]
+        out.extend(puzzle.configurations(n, params, seed))
+    return tuple(out)
+
+
+def instance_id(family: str, config: Configuration, puzzle: Puzzle) -> str:
+    """Content-addressed: the same puzzle has the same id in every run and benchmark."""
+    h = hashlib.sha256()
+    for part in (
+        family,
+        str(config.n),
+        json.dumps(dict(config.rules), sort_keys=True),
+        puzzle.format_state(config.start),
+        puzzle.format_state(config.goal),
+    ):
+        h.update(part.encode())
+        h.update(b"\x1f")
+    return f"{family}-{h.hexdigest()[:16]}"
+
+
+class PuzzleFamily:
+    """The family protocol over a puzzle; subclasses set ``puzzle_cls`` and ``rule_fields``."""
+
+    name: ClassVar[str]
+    puzzle_cls: ClassVar[type]
+    rule_fields: ClassVar[list[pa.Field]]
+    prompt_model: ClassVar[type[BaseModel]] = PuzzlePrompt
+    #: rule columns the worked example must share with the instance (they change the rules)
+    example_rules: ClassVar[tuple[str, ...]] = ()
+    #: evaluation modes: "plan" (one answer, replayed) and "rollout" (one call per step)
+    modes: ClassVar[tuple[str, ...]] = ("plan", "rollout")
+
+    def __init__(self) -> None:
+        self.puzzle: Puzzle = self.puzzle_cls()
+
+    # --- class-level protocol attributes, derived from the puzzle ---------------------
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if hasattr(cls, "puzzle_cls"):
+            cls.params_model = cls.puzzle_cls.params_model  # type: ignore[attr-defined]
+            cls.instance_schema = pa.schema(puzzle_fields(cls.rule_fields))  # type: ignore[attr-defined]
+            cls.violations = tuple(  # type: ignore[attr-defined]
+                dict.fromkeys((*PLAN_FAILURES, *cls.puzzle_cls.violations, *ROLLOUT_FAILURES))
+            )
+
+    # --- generation -------------------------------------------------------------------
+
+    def candidate_count(self, params: BaseModel) -> int:
+        """Size of the candidate space: the generator never asks beyond it."""
+        return len(_space(self.puzzle_cls, _params_key(self._params(params))))
+
+    def candidate_difficulty(self, params: BaseModel, index: int) -> int | None:
+        """The n of candidate ``index``, known before certifying it (shards skip the
+        candidates of sizes whose quota is already full)."""
+        space = _space(self.puzzle_cls, _params_key(self._params(params)))
+        return space[index].n if index < len(space) else None
+
+    def _params(self, params: BaseModel | Mapping[str, Any]) -> BaseModel:
+        model = self.puzzle.params_model
+        if isinstance(params, model):
+            return params
+        return model.model_validate(params.model_dump() if isinstance(params, BaseModel) else params)
+
+    def generate_candidate(self, params: BaseModel, seed: int, index: int) -> Candidate:
+        p = self._params(params)
+        space = _space(self.puzzle_cls, _params_key(p))
+        if index >= len(space):
+            return Candidate(None, "beyond_candidate_space")
+        config = space[index]
+        if config.start == config.goal:
+            return Candidate(None, "start_is_goal")
+        cert = self.puzzle.certify(config, int(p.node_limit))  # type: ignore[attr-defined]
+        if not isinstance(cert, Certificate):
+            return Candidate(None, cert.reason)
+        if not trajectory_ok(self.puzzle, config, cert):
+            return Candidate(None, "certificate_invalid")
+        return Candidate(self.row(config, cert, seed, index))
+
+    def row(self, config: Configuration, cert: Certificate, seed: int, index: int) -> dict[str, Any]:
+        pz = self.puzzle
+        moves = [pz.format_move(m) for m in cert.moves]
+        row: dict[str, Any] = {
+            "instance_id": instance_id(self.name, config, pz),
+            "family": self.name,
+            "seed": seed,
+            "candidate_index": index,
+            "solution": [{"action": pz.action, "arg": m} for m in moves],
+            "solution_length": cert.length,
+            "optimal_plan_count": None,
+            "n": config.n,
+            "label": config.label,
+            "initial_state": pz.format_state(config.start),
+            "goal_state": pz.format_state(config.goal),
+            "moves": moves,
+            "states": [pz.format_state(s) for s in cert.states],
+            "search_nodes": cert.nodes,
+        }
+        for f in self.rule_fields:
+            row[f.name] = config.rules[f.name]
+        return row
+
+    def difficulty(self, row: Mapping[str, Any]) -> int:
+        """Sampling quotas are per size n (the paper keeps the first M solved per n)."""
+        return int(row["n"])
+
+    # --- prompts ----------------------------------------------------------------------
+
+    def rules_of(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        return {f.name: _plain(row[f.name]) for f in self.rule_fields}
+
+    def _example(self, row: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Never the asked puzzle itself: the example has another size (2, or 3 for n=2)."""
+        rules = {k: v for k, v in self.rules_of(row).items() if k in self.example_rules}
+        size = 3 if int(row["n"]) == 2 else 2
+        return _worked_example(type(self), json.dumps(rules, sort_keys=True), size)
+
+    def render_prompt(self, row: Mapping[str, Any], prompt_settings: BaseModel) -> list[Message]:
+        ps = PuzzlePrompt.model_validate(
+            prompt_settings.model_dump() if isinstance(prompt_settings, BaseModel) else prompt_settings
+        )
+        rules_text = self.puzzle.describe_rules(self.rules_of(row), int(row["n"]))
+        example = self._example(row) if ps.shots else None
+        return prompt.plan_messages(rules_text, row["initial_state"], row["goal_state"], example)
+
+    def step_prompt(
+        self, row: Mapping[str, Any], prompt_settings: BaseModel, state: State, step: int
+    ) -> list[Message]:
+        ps = PuzzlePrompt.model_validate(
+            prompt_settings.model_dump() if isinstance(prompt_settings, BaseModel) else prompt_settings
+        )
+        rules_text = self.puzzle.describe_rules(self.rules_of(row), int(row["n"]))
+        example = self._example(row) if ps.shots else None
+        pair = tuple(example["states"][:2]) if example and len(example["states"]) > 1 else None
+        return prompt.step_messages(
+            rules_text,
+            row["goal_state"],
+            self.puzzle.format_state(state),
+            step,
+            2 * int(row["solution_length"]),
+            pair,
+        )
+
+    # --- whole-plan scoring -----------------------------------------------------------
+
+    def parse_answer(self, text: str) -> ParsedAnswer:
+        from horizonbench.datasets.puzzles.rollout import read_plan_answer
+
+        moves, error = read_plan_answer(self.puzzle, text)
+        if moves is None:
+            return ParsedAnswer(None, error)
+        return ParsedAnswer(tuple(Step(self.puzzle.action, self.puzzle.format_move(m)) for m in moves))
+
+    def score(self, row: Mapping[str, Any], parsed: ParsedAnswer) -> Score:
+        """Replay the plan. Success is the goal reached by legal moves, as in the paper;
+        how far from optimal a success is goes to ``optimality_gap``, not to a violation."""
+        optimal = int(row["solution_length"])
+        if parsed.plan is None:
+            return _failed_score("invalid_output", 0, parsed.error)
+        text = "[" + ", ".join(s.arg for s in parsed.plan) + "]"
+        res = score_plan(
+            self.puzzle,
+            self.start(row),
+            self.goal(row),
+            self.rules_of(row),
+            list(row["moves"]),
+            text,
+        )
+        progress = 1.0 if res.success else min(res.legal_moves, optimal) / optimal if optimal else 0.0
+        precision = res.legal_moves / res.plan_length if res.plan_length else (1.0 if res.success else 0.0)
+        violation, first = res.violation, res.first_violation_step
+        return Score(
+            success=res.success,
+            valid=res.valid,
+            exact_match=res.exact_match,
+            progress_ratio=progress,
+            precision=precision,
+            recall=progress,
+            plan_length=res.plan_length,
+            violation=violation,
+            first_violation_step=first,
+            extra={
+                "mode": "plan",
+                "optimality_gap": res.optimality_gap(optimal),
+                "move_legality_rate": precision,
+                "steps_taken": res.plan_length,
+                "parse_error": res.parse_error,
+            },
+        )
+
+    def trajectory_problem(self, row: Mapping[str, Any]) -> str:
+        """ "ok", or what is wrong with the row's certificate (validation replays it)."""
+        pz, rules = self.puzzle, self.rules_of(row)
+        try:
+            states = [pz.parse_state(t) for t in row["states"]]
+            moves = pz.parse_moves("[" + ", ".join(row["moves"]) + "]")
+        except BadText as exc:
+            return f"unparsable: {exc}"
+        for st in states:
+            why = pz.check_state(st, int(row["n"]), rules)
+            if why is not None:
+                return f"bad state: {why}"
+        try:
+            walked = replay(pz, states[0], moves, rules)
+        except IllegalMove as exc:
+            return f"illegal move: {exc}"
+        return "ok" if walked == states else "trajectory does not match its moves"
+
+    # --- rollouts ---------------------------------------------------------------------
+
+    def start(self, row: Mapping[str, Any]) -> State:
+        return self.puzzle.parse_state(row["initial_state"])
+
+    def goal(self, row: Mapping[str, Any]) -> State:
+        return self.puzzle.parse_state(row["goal_state"])
+
+    def episode(self, row: Mapping[str, Any]) -> Episode:
+        return Episode(
+            self.puzzle,
+            self.start(row),
+            self.goal(row),
+            self.rules_of(row),
+            int(row["n"]),
+            int(row["solution_length"]),
+        )
+
+    def score_episode(self, row: Mapping[str, Any], ep: Episode) -> Score:
+        optimal = int(row["solution_length"])
+        progress = 1.0 if ep.solved else (min(ep.legal, optimal) / optimal if optimal else 0.0)
+        return Score(
+            success=ep.solved,
+            valid=ep.failure is None,
+            exact_match=False,
+            progress_ratio=progress,
+            precision=ep.legality_rate(),
+            recall=progress,
+            plan_length=ep.steps,
+            violation=ep.failure,
+            first_violation_step=ep.failure_step,
+            extra={
+                "mode": "rollout",
+                "optimality_gap": ep.optimality_gap(),
+                "move_legality_rate": ep.legality_rate(),
+                "steps_taken": ep.steps,
+                "parse_error": ep.detail if ep.failure == "invalid_output" else None,
+            },
+        )
+
+    # --- offline baselines ------------------------------------------------------------
+
+    def offline_answer(self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float) -> str:
+        """A whole plan. ``noisy`` replaces each gold move, independently with probability
+        eps, by an illegal one and stops there, so it succeeds with (1 - eps)^L exactly;
+        ``random`` walks L legal moves at random."""
+        pz, rules = self.puzzle, self.rules_of(row)
+        gold = list(row["moves"])
+        if kind == "oracle":
+            return _moves_text(gold)
+        state = self.start(row)
+        if kind == "noisy":
+            out: list[str] = []
+            for move_text in gold:
+                if rng.random() < eps:
+                    out.append(pz.format_move(pz.illegal_move(state, rules, rng)))
+                    return _moves_text(out)
+                out.append(move_text)
+                state = pz.apply(state, pz.parse_moves(f"[{move_text}]")[0], rules)
+            return _moves_text(out)
+        walk: list[str] = []
+        for _ in range(len(gold)):
+            options = list(pz.successors(state, rules))
+            if not options:
+                break
+            move, state = options[int(rng.integers(len(options)))]
+            walk.append(pz.format_move(move))
+        return _moves_text(walk)
+
+    def offline_step(
+        self, row: Mapping[str, Any], state_text: str, kind: str, rng: np.random.Generator, eps: float
+    ) -> str:
+        """One rollout answer from ``state_text``: the oracle follows the certificate, the
+        noisy baseline writes a state one legal move cannot reach with probability eps
+        (so an episode succeeds with (1 - eps)^L), the random one a random legal next state."""
+        pz, rules = self.puzzle, self.rules_of(row)
+        state = pz.parse_state(state_text)
+        if kind == "noisy" and rng.random() < eps:
+            return f"Next state: {pz.format_state(pz.wrong_successor(state, rules, rng))}"
+        states = list(row["states"])
+        here = pz.format_state(state)
+        if kind in ("oracle", "noisy") and here in states[:-1]:
+            return f"Next state: {states[states.index(here) + 1]}"
+        if state == self.goal(row):
+            return "STOP"
+        options = [t for _, t in pz.successors(state, rules)]
+        if not options:
+            return "STOP"
+        return f"Next state: {pz.format_state(options[int(rng.integers(len(options)))])}"
+
+
+def _moves_text(moves: Sequence[str]) -> str:
+    return f"Moves: [{', '.join(moves)}]"
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _failed_score(violation: str, plan_length: int, parse_error: str | None) -> Score:
+    return Score(
+        success=False,
+        valid=False,
+        exact_match=False,
+        progress_ratio=0.0,
+        precision=0.0,
+        recall=0.0,
+        plan_length=plan_length,
+        violation=violation,
+        first_violation_step=0,
+        extra={
+            "mode": "plan",
+            "optimality_gap": None,
+            "move_legality_rate": 0.0,
+            "steps_taken": 0,
+            "parse_error": parse_error,
+        },
+    )
+
+
+@lru_cache(maxsize=64)
+def _worked_example(family_cls: type, rules_json: str, size: int) -> dict[str, Any] | None:
+    """A certified puzzle of another size with the same example rules (boat capacity,
+    stacks, direction), shown in the prompt: the first of that size's configurations
+    whose certificate has at least two moves."""
+    fam: PuzzleFamily = family_cls()
+    rules = json.loads(rules_json)
+    params = fam.puzzle.params_model.model_validate({"ns": [size]})
+    for config in fam.puzzle.configurations(size, params, 0):
+        if any(config.rules.get(k) != v for k, v in rules.items()) or config.start == config.goal:
+            continue
+        cert = fam.puzzle.certify(config, int(params.node_limit))  # type: ignore[attr-defined]
+        if isinstance(cert, Certificate) and cert.length >= 2:
+            return fam.row(config, cert, 0, 0)
+    return None
+
+
+__all__ = ["PuzzleFamily", "PuzzlePrompt", "puzzle_fields"]

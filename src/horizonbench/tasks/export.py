@@ -1,0 +1,112 @@
+"""``horizonbench export``: step tables of the puzzle families for training sequence models.
+
+Reads a run folder's instance tables and writes, per family and split, Parquet and/or
+JSONL files that Hugging Face ``datasets`` loads as they are
+(``load_dataset("parquet", data_files={"train": ..., "validation": ..., "ood": ...})``).
+Every file is written to a temporary name and renamed, and the step table is checked
+by its Great Expectations suite (splits disjoint and complete) before anything is
+renamed into place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from horizonbench.core.errors import ConfigError, ValidationFailed
+from horizonbench.core.registry import get_family
+from horizonbench.datasets.puzzles.steps import SPLITS, assign_splits, step_rows
+from horizonbench.schemas.expectations import export_suite
+from horizonbench.schemas.tables import with_version
+from horizonbench.tasks.validate import validate_frame
+
+STEP_FIELDS = [
+    pa.field("instance_id", pa.string(), nullable=False),
+    pa.field("family", pa.string(), nullable=False),
+    pa.field("n", pa.int32(), nullable=False),
+    pa.field("split", pa.string(), nullable=False),
+    pa.field("goal_state", pa.string(), nullable=False),
+    pa.field("solution_length", pa.int32(), nullable=False),
+]
+STEP_TAIL = [
+    pa.field("step", pa.int32(), nullable=False),
+    pa.field("current_state", pa.string(), nullable=False),
+    pa.field("move", pa.string(), nullable=False),
+    pa.field("next_state", pa.string(), nullable=False),
+    pa.field("is_final", pa.bool_(), nullable=False),
+]
+
+
+def puzzle_families(run: Path) -> list[str]:
+    """Families of the run that have step tables (the puzzle families)."""
+    found = []
+    for d in sorted((run / "instances").glob("*")):
+        if d.is_dir() and hasattr(_family(d.name), "rule_fields"):
+            found.append(d.name)
+    return found
+
+
+def _family(name: str) -> Any:
+    try:
+        return get_family(name)
+    except KeyError:
+        return None
+
+
+def export_run(run: Path, formats: list[str], seed: int, dest: Path | None = None) -> dict[str, Any]:
+    """Write ``<dest>/<family>/<split>.{parquet,jsonl}``; returns per-family row counts."""
+    if not (run / "instances").is_dir():
+        raise ConfigError(f"--run {run}: no instances/ folder (is it a horizonbench run folder?)")
+    families = puzzle_families(run)
+    if not families:
+        raise ConfigError(
+            f"--run {run}: no puzzle family to export (hanoi, checkers, river_crossing, blocks_world)"
+        )
+    dest = dest or run / "exports"
+    summary: dict[str, Any] = {}
+    for name in families:
+        family = get_family(name)
+        rows = pq.read_table(run / "instances" / name / "part-0.parquet").to_pylist()
+        splits = assign_splits(rows, seed)
+        rule_cols = [f.name for f in family.rule_fields]
+        schema = with_version(pa.schema(STEP_FIELDS + list(family.rule_fields) + STEP_TAIL), f"export/{name}")
+        steps = [s for r in rows for s in step_rows(r, splits[r["instance_id"]], rule_cols)]
+        table = pa.Table.from_pylist(steps, schema=schema)
+        result = validate_frame(table.to_pandas(), f"export/{name}", export_suite(), run)
+        if not result["success"]:
+            raise ValidationFailed(f"export of {name} failed validation: {'; '.join(result['failures'])}")
+        counts = {}
+        for split in SPLITS:
+            part = table.filter(pc.equal(table["split"], split))
+            counts[split] = {"instances": len({*part["instance_id"].to_pylist()}), "rows": part.num_rows}
+            if "parquet" in formats:
+                _atomic(dest / name / f"{split}.parquet", lambda p, t=part: pq.write_table(t, p))
+            if "jsonl" in formats:
+                _atomic(dest / name / f"{split}.jsonl", lambda p, t=part: _write_jsonl(t, p))
+        summary[name] = counts
+    _atomic(
+        dest / "export.json", lambda p: p.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    )
+    return summary
+
+
+def _write_jsonl(table: pa.Table, path: Path) -> None:
+    with path.open("w", encoding="utf-8") as fh:
+        for rec in table.to_pylist():
+            fh.write(json.dumps(rec, ensure_ascii=False, sort_keys=True) + "\n")
+
+
+def _atomic(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
