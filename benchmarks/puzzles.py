@@ -129,15 +129,45 @@ def baseline_certify(quick: bool, per_n: int) -> dict[str, Any]:
     return out
 
 
+def _quick_config(raw: dict[str, Any], quick: bool) -> dict[str, Any]:
+    if quick:
+        for spec in raw["families"].values():
+            spec["params"]["ns"] = [1, 2, 3, 4, 5, 6]
+    return raw
+
+
+def cluster_generate(quick: bool) -> dict[str, Any]:
+    """The generate stage's own work on a 2-worker LocalCluster, as the pipeline runs it
+    (shards in candidate order, the selector, quotas), without Prefect or Parquet. The
+    workers import horizonbench before the clock starts (that cost is startup, not
+    generation)."""
+    from dask.distributed import Client, LocalCluster
+
+    from horizonbench.schemas.config import parse_config
+    from horizonbench.tasks import progress
+    from horizonbench.tasks.generate import sample_family
+
+    progress.ENABLED["value"] = False
+    cfg = parse_config(_quick_config(yaml.safe_load(CONFIG.read_text()), quick))
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        client.run(lambda: __import__("horizonbench.datasets.puzzles.families"))
+        out: dict[str, Any] = {}
+        t_all = time.perf_counter()
+        for name, spec in cfg.families.items():
+            t = time.perf_counter()
+            selector = sample_family(client, name, spec, cfg.run.seed, window=6)
+            out[name] = {"seconds": time.perf_counter() - t, "kept": len(selector.kept)}
+        out["_total_s"] = time.perf_counter() - t_all
+    return out
+
+
 def command_time(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
-        cfg_path = CONFIG
-        if quick:
-            raw = yaml.safe_load(CONFIG.read_text())
-            for spec in raw["families"].values():
-                spec["params"]["ns"] = [1, 2, 3, 4, 5, 6]
-            cfg_path = Path(tmp) / "quick.yaml"
-            cfg_path.write_text(yaml.safe_dump(raw))
+        cfg_path = Path(tmp) / "config.yaml"
+        cfg_path.write_text(yaml.safe_dump(_quick_config(yaml.safe_load(CONFIG.read_text()), quick)))
         exe = Path(sys.executable).with_name("horizonbench")
         env = dict(os.environ, PREFECT_HOME=str(Path(tmp) / "prefect"))
         t = time.perf_counter()
@@ -178,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     shared = shared_certify(args.quick)
     _log("per-instance BFS baseline on a sample...")
     base = baseline_certify(args.quick, args.baseline_sample)
+    _log("the generate stage on a 2-worker LocalCluster...")
+    cluster = cluster_generate(args.quick)
     _log("horizonbench generate end to end...")
     cmd = command_time(args.quick)
 
@@ -206,13 +238,17 @@ def main(argv: list[str] | None = None) -> int:
         f"(up to {args.baseline_sample} per n), {gave_up} stopped at {BASELINE_NODE_LIMIT:,} nodes "
         "(their time counts as spent, so the ratio is a lower bound)"
     )
+    stages = ", ".join(f"{n} {cluster[n]['seconds']:.1f} s" for n in FAMILIES)
+    print(f"generate stage, 2-worker LocalCluster: {cluster['_total_s']:.1f} s ({stages})")
     print(
         f"goal: whole benchmark < {GOAL_S:.0f} s and >= 10x faster than per-instance BFS -> "
-        f"certify {shared['_total_s']:.1f} s, ratio {ratio:.1f}x; "
-        f"`horizonbench generate` end to end {cmd['seconds']:.1f} s (exit {cmd['returncode']})"
+        f"generate stage {cluster['_total_s']:.1f} s on 2 workers ({shared['_total_s']:.1f} s on one core), "
+        f"ratio {ratio:.1f}x (one core against one core); `horizonbench generate` end to end "
+        f"{cmd['seconds']:.1f} s with Prefect's temporary server and validation (exit {cmd['returncode']})"
     )
     if args.json:
-        Path(args.json).write_text(json.dumps({"shared": shared, "baseline": base, "command": cmd}, indent=2))
+        figures = {"shared": shared, "baseline": base, "cluster": cluster, "command": cmd}
+        Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
 
 

@@ -233,3 +233,16 @@ def test_fit_eps_edges():
     f = fit_eps(np.array([3, 5, 7]), np.array([False, False, False]))
     assert f.eps == 1.0 and f.eps_high == 1.0 and 0 < f.eps_low < 1
     assert math.isnan(fit_eps(np.array([0]), np.array([True])).eps)
+
+
+def test_every_family_meets_the_widened_contract():
+    """The maze is unchanged (plan only); the puzzles add the episode half."""
+    from horizonbench.core.registry import EpisodeFamily, Family, family_modes, family_names
+
+    assert {"maze", *PUZZLES} <= set(family_names())
+    maze = get_family("maze")
+    assert isinstance(maze, Family) and not isinstance(maze, EpisodeFamily)
+    assert family_modes(maze) == ("plan",)
+    for name in PUZZLES:
+        fam = get_family(name)
+        assert isinstance(fam, EpisodeFamily) and family_modes(fam) == ("plan", "rollout")

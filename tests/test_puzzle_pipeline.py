@@ -157,3 +157,44 @@ def test_export_of_a_folder_without_puzzles_is_one_line_exit_2(tmp_path):
     res = _run(["export", "--run", str(tmp_path / "nothing")], dict(os.environ))
     assert res.returncode == 2
     assert res.stderr.count("\n") == 1 and "no instances/ folder" in res.stderr
+
+
+def test_kill_9_mid_rollout_then_rerun_pays_at_most_the_calls_in_flight(tmp_path, prefect_server):
+    """SIGKILL to the command's process group in the middle of the episodes: the rerun
+    replays every stored step and finishes; only answers that were in flight (at most
+    max_concurrency) can be paid twice."""
+    import signal
+    import time
+
+    with running_fake_server(hanoi_solver, latency_s=0.15) as server:
+        model = {
+            "name": "compat",
+            "provider": "openai_compatible",
+            "model": "solver",
+            "base_url": server.base_url,
+            "api_key_env": "HB_KEY",
+            "max_concurrency": 4,
+        }
+        cfg = _config(tmp_path / "c.yaml", [model], ["rollout"])
+        out = tmp_path / "run"
+        env = _env(prefect_server)
+        cmd = [str(EXE), "run", "--config", str(cfg), "--out", str(out), "--no-progress"]
+        proc = subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        deadline = time.monotonic() + 300
+        while server.answered < 25:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        paid_before = server.answered
+        assert paid_before < 60
+        second = _run(["run", "--config", str(cfg), "--out", str(out), "--no-progress"], env)
+        assert second.returncode == 0, second.stderr[-2000:]
+        repeated = server.repeated_prompts()
+        assert sum(v - 1 for v in repeated.values()) <= 4, repeated
+        assert server.answered <= 60 + 4
+    scores = pq.read_table(out / "scores" / "scores.parquet").to_pylist()
+    assert len(scores) == 12 and all(s["success"] for s in scores)

@@ -86,13 +86,17 @@ def attempt_key(
     top_p: float,
     max_tokens: int,
     sample: int,
+    episode: tuple[str, int] | None = None,
 ) -> str:
     """sha256 of the canonical JSON of everything that makes an answer reusable.
 
     ``sample`` is part of the key so that independent samples of one prompt stay
-    independent instead of all reusing the first answer.
+    independent instead of all reusing the first answer. ``episode`` (instance id,
+    step) makes each step of a multi-step episode its own attempt: two episodes that
+    reach the same state at the same step see the same prompt, and must not share an
+    answer, or their samples would not be independent.
     """
-    payload = {
+    payload: dict[str, Any] = {
         "identity": dict(identity),
         "messages": messages_payload(messages),
         "temperature": float(temperature),
@@ -100,6 +104,8 @@ def attempt_key(
         "max_tokens": int(max_tokens),
         "sample": int(sample),
     }
+    if episode is not None:
+        payload["episode"] = [str(episode[0]), int(episode[1])]
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 

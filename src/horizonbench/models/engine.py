@@ -190,6 +190,7 @@ class ModelRunner:
             request.top_p,
             request.max_tokens,
             request.sample,
+            (request.instance_id, request.turn) if request.mode != "plan" else None,
         )
 
     def lookup(self, key: str) -> Completion | None:

@@ -3,7 +3,9 @@
 Input tokens are estimated at 4 characters per token (the usual figure for English
 text with OpenAI and Anthropic tokenizers); output tokens are given as the ceiling the
 config allows (``max_tokens`` per call), so the cost column is an upper bound: a
-budget set from it cannot be overrun by long answers.
+budget set from it cannot be overrun by long answers. A rollout episode counts its
+ceiling too: T_max = 2 x the optimal length steps, each the size of its first step
+(steps already stored are not known before replaying, so they count as calls).
 """
 
 from __future__ import annotations
@@ -15,7 +17,13 @@ from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.engine import ModelRunner, prompt_chars, split_stored
 from horizonbench.models.factory import build_model
 from horizonbench.schemas.config import Config
-from horizonbench.tasks.evaluate import build_requests, render_prompts, run_tag, store_path
+from horizonbench.tasks.evaluate import (
+    build_conversations,
+    build_requests,
+    render_prompts,
+    run_tag,
+    store_path,
+)
 
 
 def estimate_rows(cfg: Config, run: Path) -> list[dict[str, Any]]:
@@ -32,13 +40,19 @@ def estimate_rows(cfg: Config, run: Path) -> list[dict[str, Any]]:
             todo = [requests[i] for i in missing]
             input_tokens = sum(prompt_chars(r) // 4 for r in todo)
             output_tokens = sum(r.max_tokens for r in todo)
+            steps = 0
+            for conv in build_conversations(cfg, prompted, spec.name):
+                first, ceiling = conv.first(), 2 * int(conv.row["solution_length"])
+                steps += ceiling
+                input_tokens += ceiling * (prompt_chars(first) // 4)
+                output_tokens += ceiling * first.max_tokens
             price = spec.price()
             rows.append(
                 {
                     "model": spec.name,
-                    "attempts": len(requests),
+                    "attempts": len(requests) + steps,
                     "stored": len(requests) - len(todo),
-                    "calls": len(todo),
+                    "calls": len(todo) + steps,
                     "input_tokens": input_tokens,
                     "output_tokens_max": output_tokens,
                     "cost_usd_max": price.cost(input_tokens, output_tokens, batch=spec.batch),
