@@ -26,6 +26,9 @@ from pydantic import BaseModel
 State = Hashable
 Move = Hashable
 
+#: the largest puzzle size: the paper's difficulty range, and what the certifiers are sized for
+MAX_N = 10
+
 
 class IllegalMove(ValueError):
     """A move the rules forbid; ``kind`` is one of the puzzle's ``violations``."""
@@ -142,6 +145,16 @@ class Puzzle(Protocol):
         ...
 
 
+def check_sizes(ns: list[int]) -> list[int]:
+    """A params ``ns`` validator: at least one size, each in 1..``MAX_N``."""
+    if not ns:
+        raise ValueError("ns: give at least one size")
+    for n in ns:
+        if not 1 <= n <= MAX_N:
+            raise ValueError(f"ns: size {n} is outside 1..{MAX_N}")
+    return ns
+
+
 def bfs_path(
     start: State,
     goal: State,
@@ -240,10 +253,12 @@ __all__: Sequence[str] = [
     "BadText",
     "Certificate",
     "Configuration",
+    "MAX_N",
     "IllegalMove",
     "Puzzle",
     "Unsolved",
     "bfs_path",
+    "check_sizes",
     "descend",
     "distance_map",
     "replay",

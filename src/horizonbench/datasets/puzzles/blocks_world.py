@@ -32,6 +32,7 @@ from horizonbench.datasets.puzzles.base import (
     IllegalMove,
     Unsolved,
 )
+from horizonbench.datasets.puzzles.text import last_list, short
 
 __all__ = ["BlocksWorld", "BlocksWorldParams"]
 
@@ -310,95 +311,23 @@ def _path(parent: Mapping[str, tuple[str, BWMove] | None], end: str, nodes: int)
 
 # --- text -------------------------------------------------------------------------
 
-_QUOTES = str.maketrans(dict.fromkeys("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "'"))
-_SPAN_BRACKETS = re.compile(r"[\[\]()]")
-_TOKEN = re.compile(r"""\s*(?:([\[\](),])|'([^'\n]{0,40})'|"([^"\n]{0,40})"|([^\s\[\](),'"]{1,40}))""")
 _BLOCK = re.compile(r"[A-Z]")
 _NUMBER = re.compile(r"[0-9]{1,3}")
-_MAX_TEXT = 1_000_000
-
-
-def _last_list_span(text: str) -> str | None:
-    """The last top-level ``[...]`` that is empty or holds a nested list, found in one
-    quote-blind pass so hostile input stays linear."""
-    stack: list[str] = []
-    start, nested, last = 0, False, None
-    for m in _SPAN_BRACKETS.finditer(text):
-        ch = m.group()
-        if not stack:
-            if ch == "[":
-                stack, start, nested = ["["], m.start(), False
-            continue
-        if ch in "[(":
-            stack.append(ch)
-            nested = True
-            continue
-        if stack[-1] != ("[" if ch == "]" else "("):
-            stack = []  # a broken span is not a list; look for a later one
-            continue
-        stack.pop()
-        if not stack and (nested or not text[start + 1 : m.start()].strip()):
-            last = text[start : m.end()]
-    return last
-
-
-def _read_nested(span: str) -> list[Any]:
-    """Two levels of lists of string atoms (quotes and commas optional); never evaluates."""
-    root: list[Any] = []
-    stack: list[tuple[list[Any], str]] = [(root, "")]
-    pos = 0
-    while pos < len(span):
-        m = _TOKEN.match(span, pos)
-        if m is None:
-            if not span[pos:].strip():
-                break
-            raise BadText(f"cannot read {span[pos : pos + 20]!r} in the list")
-        pos = m.end()
-        punct, atom = m.group(1), next((g for g in m.groups()[1:] if g is not None), None)
-        if punct in ("[", "("):
-            if len(stack) > 2:
-                raise BadText("lists nested deeper than 2")
-            child: list[Any] = []
-            stack[-1][0].append(child)
-            stack.append((child, "]" if punct == "[" else ")"))
-        elif punct in ("]", ")"):
-            if len(stack) == 1 or stack[-1][1] != punct:
-                raise BadText(f"unmatched {punct!r} in the list")
-            stack.pop()
-        elif punct == ",":
-            continue
-        elif atom is not None and len(stack) > 1:
-            stack[-1][0].append(atom.strip())
-        else:
-            raise BadText(f"{_short(atom)} is outside the list")
-    if len(stack) != 1 or len(root) != 1:
-        raise BadText("the list is not closed")
-    return root[0]
 
 
 def _outer_list(text: str, what: str, example: str) -> list[Any]:
-    if not isinstance(text, str) or len(text) > _MAX_TEXT:
-        raise BadText(f"{what} text missing or too long")
-    span = _last_list_span(text.translate(_QUOTES))
-    if span is None:
-        raise BadText(f"no {what} list like {example} found")
-    return _read_nested(span)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return last_list(text, what=what, missing=f"no {what} list like {example} found")
 
 
 def _as_move(item: Any, i: int) -> BWMove:
     if not isinstance(item, list) or len(item) != 3:
-        raise BadText(f"move {i}: {_short(item)} is not [block, from stack, to stack]")
+        raise BadText(f"move {i}: {short(item)} is not [block, from stack, to stack]")
     block, src, dst = item
     if isinstance(block, list) or not _BLOCK.fullmatch(block):
-        raise BadText(f"move {i}: {_short(block)} is not a block letter")
+        raise BadText(f"move {i}: {short(block)} is not a block letter")
     for stack in (src, dst):
         if isinstance(stack, list) or not _NUMBER.fullmatch(stack):
-            raise BadText(f"move {i}: {_short(stack)} is not a stack number")
+            raise BadText(f"move {i}: {short(stack)} is not a stack number")
     return block, int(src), int(dst)
 
 
@@ -470,7 +399,7 @@ class BlocksWorld:
         if src == dst:
             raise IllegalMove("same_stack", f"{block} would go from stack {src} to itself")
         if not any(block in stack for stack in state):
-            raise IllegalMove("no_such_block", f"there is no block {_short(block)}")
+            raise IllegalMove("no_such_block", f"there is no block {short(block)}")
         here = state[src - 1]
         if not here:
             raise IllegalMove("empty_stack", f"stack {src} is empty")
@@ -488,7 +417,7 @@ class BlocksWorld:
         seen = [b for stack in state for b in stack]
         for b in seen:
             if b not in _LETTERS[:n]:
-                return f"{_short(b)} is not one of the blocks {', '.join(_LETTERS[:n])}"
+                return f"{short(b)} is not one of the blocks {', '.join(_LETTERS[:n])}"
         for b in _LETTERS[:n]:
             if seen.count(b) != 1:
                 return f"block {b} appears {seen.count(b)} times (must be exactly once)"
@@ -505,10 +434,10 @@ class BlocksWorld:
         out = []
         for i, stack in enumerate(stacks, start=1):
             if not isinstance(stack, list):
-                raise BadText(f"stack {i}: {_short(stack)} is not a list of blocks")
+                raise BadText(f"stack {i}: {short(stack)} is not a list of blocks")
             for b in stack:
                 if isinstance(b, list) or not _BLOCK.fullmatch(b):
-                    raise BadText(f"stack {i}: {_short(b)} is not a block letter")
+                    raise BadText(f"stack {i}: {short(b)} is not a block letter")
             out.append(tuple(stack))
         return tuple(out)
 

@@ -52,15 +52,17 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from horizonbench.datasets.puzzles.base import (
+    MAX_N,
     BadText,
     Certificate,
     Configuration,
     IllegalMove,
     Unsolved,
     bfs_path,
+    check_sizes,
     descend,
 )
-from horizonbench.datasets.puzzles.hanoi import MAX_N, check_sizes, last_move_list
+from horizonbench.datasets.puzzles.text import as_int, last_move_list
 
 CheckersMove = tuple[str, int, int]
 Rules = Mapping[str, Any]
@@ -522,13 +524,10 @@ def _as_move(item: list[Any]) -> CheckersMove | None:
     Colour words other than R/B/red/blue are kept (apply reports ``no_checker``)."""
     if len(item) != 3:
         return None
-    colour, src, dst = item
-    if not isinstance(colour, str) or colour.lstrip("+-").isdigit():
+    colour, src, dst = item[0], as_int(item[1]), as_int(item[2])
+    if not isinstance(colour, str) or colour.lstrip("+-").isdigit() or src is None or dst is None:
         return None
-    cells = [int(x) if isinstance(x, str) and x.isdigit() else x for x in (src, dst)]
-    if not all(isinstance(x, int) for x in cells):
-        return None
-    return (_COLOUR_WORDS.get(colour.upper(), colour.upper()), cells[0], cells[1])
+    return (_COLOUR_WORDS.get(colour.upper(), colour.upper()), src, dst)
 
 
 def _illegal_candidates(state: str, steps: Steps) -> list[list[CheckersMove]]:

@@ -9,16 +9,12 @@ The six (start peg, goal peg) pairs are the configurations of each size. Moves a
 reversible, so one backward search from a goal certifies both starts that share it;
 the search is cached per (n, goal) and its distance map is read off by
 :func:`~horizonbench.datasets.puzzles.base.descend`.
-
-This module also holds the small, never-evaluating list reader that the move parsers
-of the puzzles share (:func:`last_move_list`, :func:`read_literal`).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -27,14 +23,17 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from horizonbench.datasets.puzzles.base import (
+    MAX_N,
     BadText,
     Certificate,
     Configuration,
     IllegalMove,
     Unsolved,
+    check_sizes,
     descend,
     distance_map,
 )
+from horizonbench.datasets.puzzles.text import answer_text, as_int, last_move_list, read_list, strip_fences
 
 PEGS = ("A", "B", "C")
 _PEG_INDEX = {p: i for i, p in enumerate(PEGS)}
@@ -45,152 +44,6 @@ _ORDERED_PAIRS = tuple((i, j) for i in range(3) for j in range(3) if i != j)
 HanoiState = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]
 HanoiMove = tuple[int, str, str]
 Rules = Mapping[str, Any]
-
-MAX_N = 10
-
-
-# --- a small list reader shared by the puzzles' parsers -------------------------------
-
-Scalar = int | str
-Literal = list[Any]  # items are scalars or lists of scalars (two levels at most)
-
-# Curly quotes become ASCII one-for-one so a model's typographic quotes still read.
-_CURLY = str.maketrans(
-    dict.fromkeys("\u2018\u2019\u201a\u201b", "'") | dict.fromkeys("\u201c\u201d\u201e\u201f", '"')
-)
-_TOKEN = re.compile(
-    r"""\s*(?:(?P<open>[\[(])|(?P<close>[\])])|(?P<comma>,)"""
-    r"""|(?P<int>[+-]?\d{1,9})(?!\w)|"(?P<dq>\w{1,40})"|'(?P<sq>\w{1,40})'"""
-    r"""|(?P<word>[A-Za-z_]\w{0,39})(?!\w))"""
-)
-_CLOSER = {"[": "]", "(": ")"}
-_MAX_LEVELS = 2  # a list of moves, each a list of scalars
-
-
-def _tokens(text: str, start: int, end: int) -> list[tuple[str, Any]] | None:
-    """Tokens of ``text[start:end]``, or None at the first character that is not part
-    of a list literal (prose inside brackets is not a move list)."""
-    out: list[tuple[str, Any]] = []
-    pos = start
-    while pos < end:
-        m = _TOKEN.match(text, pos, end)
-        if m is None:
-            return None if text[pos:end].strip() else out
-        kind = m.lastgroup or ""
-        value = m.group(kind)
-        if kind == "int":
-            out.append(("scalar", int(value)))
-        elif kind in ("dq", "sq", "word"):
-            out.append(("scalar", value))
-        else:
-            out.append((kind, value))
-        pos = m.end()
-    return out
-
-
-def _build(tokens: Sequence[tuple[str, Any]]) -> Literal | None:
-    """One bracketed list of scalars or of lists of scalars; None if the tokens are not
-    exactly that (a state machine, so hostile nesting cannot recurse)."""
-    stack: list[list[Any]] = []
-    closers: list[str] = []
-    result: Literal | None = None
-    expect_item = True
-    for kind, value in tokens:
-        if result is not None:
-            return None  # something after the list closed
-        if kind == "open":
-            if not expect_item or len(stack) == _MAX_LEVELS:
-                return None
-            new: list[Any] = []
-            if stack:
-                stack[-1].append(new)
-            stack.append(new)
-            closers.append(_CLOSER[value])
-        elif kind == "close":
-            if not stack or closers.pop() != value:
-                return None
-            done = stack.pop()
-            if not stack:
-                result = done
-            expect_item = False
-        elif kind == "comma":
-            if expect_item or not stack:
-                return None
-            expect_item = True
-        else:
-            if not expect_item or not stack:
-                return None
-            stack[-1].append(value)
-            expect_item = False
-    return result
-
-
-def read_literal(text: str) -> Literal | None:
-    """The whole of ``text`` read as one list literal (two levels at most), or None.
-    Never evaluates anything."""
-    tokens = _tokens(text.translate(_CURLY), 0, len(text))
-    return None if tokens is None else _build(tokens)
-
-
-def _square_groups(text: str) -> list[tuple[int, int, int, bool]]:
-    """``(start, end, levels, top_level)`` of every matched ``[...]``, last-ending first.
-
-    One quote-blind pass: stray brackets in prose just stay unmatched, and only groups
-    of at most two levels are worth reading, which keeps the whole parse linear."""
-    stack: list[list[int]] = []  # [start, deepest child]
-    pairs: list[tuple[int, int, int]] = []
-    for m in re.finditer(r"[\[\]]", text):
-        if m.group() == "[":
-            stack.append([m.start(), 0])
-        elif stack:
-            start, child = stack.pop()
-            if stack:
-                stack[-1][1] = max(stack[-1][1], child + 1)
-            pairs.append((start, m.end(), child + 1))
-    out: list[tuple[int, int, int, bool]] = []
-    min_start = len(text) + 1
-    for start, end, levels in reversed(pairs):  # an enclosing pair ends later
-        out.append((start, end, levels, start < min_start))
-        min_start = min(min_start, start)
-    return out
-
-
-def last_move_list(text: str, as_move: Callable[[list[Any]], Any], example: str) -> list[Any]:
-    """The moves of the last list of moves in ``text`` (models reason in prose and
-    revise, so the last list is the committed one).
-
-    A list of moves is a bracketed list of bracketed items of which at least one
-    ``as_move`` accepts; a top-level ``[]`` is the empty plan. If that last list also
-    holds items that are not moves, the answer is malformed rather than an earlier draft
-    being silently preferred."""
-    text = text.translate(_CURLY)
-    for start, end, levels, top in _square_groups(text):
-        if levels > _MAX_LEVELS:
-            continue
-        tokens = _tokens(text, start, end)
-        value = None if tokens is None else _build(tokens)
-        if value is None:
-            continue
-        if not value:
-            if top:
-                return []
-            continue
-        if not all(isinstance(item, list) for item in value):
-            continue
-        moves = [as_move(item) for item in value]
-        if all(m is None for m in moves):
-            continue
-        if None in moves:
-            bad = moves.index(None) + 1
-            raise BadText(f"item {bad} of the last move list is not a move like {example}")
-        return moves
-    raise BadText(f"no list of moves found; expected a list like [{example}, ...]")
-
-
-def _strip_fences(text: str) -> str:
-    """Drop surrounding whitespace, backticks and a code-fence language tag."""
-    text = text.strip().strip("`").strip()
-    return re.sub(r"^(?:json|python|text)\s*\n", "", text, flags=re.IGNORECASE).strip()
 
 
 # --- the puzzle -----------------------------------------------------------------------
@@ -208,16 +61,6 @@ class HanoiParams(BaseModel):
     @classmethod
     def _sizes_in_range(cls, ns: list[int]) -> list[int]:
         return check_sizes(ns)
-
-
-def check_sizes(ns: list[int]) -> list[int]:
-    """Sizes 1..10 only: the paper's difficulty range, and what the certifiers are sized for."""
-    if not ns:
-        raise ValueError("ns: give at least one size")
-    for n in ns:
-        if not 1 <= n <= MAX_N:
-            raise ValueError(f"ns: size {n} is outside 1..{MAX_N}")
-    return ns
 
 
 def tower(n: int, peg: str) -> HanoiState:
@@ -359,14 +202,19 @@ class Hanoi:
         return "[" + ", ".join("[" + ", ".join(str(d) for d in peg) + "]" for peg in state) + "]"
 
     def parse_state(self, text: str) -> HanoiState:
-        value = read_literal(_strip_fences(text))
-        if value is None or not all(isinstance(peg, list) for peg in value):
-            raise BadText("not a Hanoi state: expected a list of pegs like [[1, 2, 3], [], []]")
+        expected = "not a Hanoi state: expected a list of pegs like [[1, 2, 3], [], []]"
+        try:
+            value = read_list(strip_fences(answer_text(text, "state")))
+        except BadText as err:
+            raise BadText(expected) from err
+        if not all(isinstance(peg, list) for peg in value):
+            raise BadText(expected)
         pegs: list[tuple[int, ...]] = []
         for k, peg in enumerate(value):
-            if not all(isinstance(d, int) for d in peg):
+            disks = tuple(d for d in map(as_int, peg) if d is not None)
+            if len(disks) != len(peg):
                 raise BadText(f"peg {k + 1} of the state holds something other than disk numbers")
-            pegs.append(tuple(peg))
+            pegs.append(disks)
         return tuple(pegs)  # type: ignore[return-value]  # check_state judges the peg count
 
     def format_move(self, move: HanoiMove) -> str:
@@ -435,10 +283,8 @@ def _as_move(item: list[Any]) -> HanoiMove | None:
     Unknown peg names are kept (apply reports them as ``no_such_peg``)."""
     if len(item) != 3:
         return None
-    disk, src, dst = item
-    if isinstance(disk, str) and disk.isdigit():
-        disk = int(disk)
-    if not isinstance(disk, int):
+    disk, src, dst = as_int(item[0]), item[1], item[2]
+    if disk is None:
         return None
     if not all(isinstance(p, str) and not p.lstrip("+-").isdigit() for p in (src, dst)):
         return None
@@ -492,12 +338,4 @@ def _replace(state: HanoiState, i: int, peg: tuple[int, ...]) -> HanoiState:
     return (pegs[0], pegs[1], pegs[2])
 
 
-__all__ = [
-    "Hanoi",
-    "HanoiParams",
-    "check_sizes",
-    "last_move_list",
-    "read_literal",
-    "recursive_moves",
-    "tower",
-]
+__all__ = ["Hanoi", "HanoiParams", "recursive_moves", "tower"]

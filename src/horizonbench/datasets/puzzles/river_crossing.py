@@ -43,6 +43,7 @@ from horizonbench.datasets.puzzles.base import (
     bfs_path,
     distance_map,
 )
+from horizonbench.datasets.puzzles.text import answer_text, last_list, short
 
 __all__ = ["RiverCrossing", "RiverCrossingParams", "RiverState"]
 
@@ -265,84 +266,17 @@ def _realise(near: Sequence[str], n: int, mv: QMove) -> Load:
 
 # --- text -------------------------------------------------------------------------
 
-_QUOTES = str.maketrans(dict.fromkeys("\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f", "'"))
 _SECTION = re.compile(r"""["']?\b(left|right|boat)\b(?:\s+(?:bank|side))?["']?\s*[:=]""", re.IGNORECASE)
 _SEPARATORS = re.compile(r"""[\s\[\]{}()'",;|.]+""")
 _EMPTY_WORDS = {"-", "empty", "none", "nobody"}
 _BOAT_WORDS = {"left": "L", "l": "L", "right": "R", "r": "R"}
-_SPAN_BRACKETS = re.compile(r"[\[\]()]")
-_TOKEN = re.compile(r"""\s*(?:([\[\](),])|'([^'\n]{0,40})'|"([^"\n]{0,40})"|([^\s\[\](),'"]{1,40}))""")
-_MAX_TEXT = 1_000_000
-
-
-def _last_list_span(text: str) -> str | None:
-    """The last top-level ``[...]`` that is empty or holds a nested list (a plan), found
-    in one quote-blind pass so hostile input stays linear."""
-    stack: list[str] = []
-    start, nested, last = 0, False, None
-    for m in _SPAN_BRACKETS.finditer(text):
-        ch = m.group()
-        if not stack:
-            if ch == "[":
-                stack, start, nested = ["["], m.start(), False
-            continue
-        if ch in "[(":
-            stack.append(ch)
-            nested = True
-            continue
-        if stack[-1] != ("[" if ch == "]" else "("):
-            stack = []  # a broken span is not a plan; look for a later one
-            continue
-        stack.pop()
-        if not stack and (nested or not text[start + 1 : m.start()].strip()):
-            last = text[start : m.end()]
-    return last
-
-
-def _read_nested(span: str, max_depth: int) -> list[Any]:
-    """Nested lists of string atoms (quotes optional, commas optional); never evaluates."""
-    root: list[Any] = []
-    stack: list[tuple[list[Any], str]] = [(root, "")]
-    pos = 0
-    while pos < len(span):
-        m = _TOKEN.match(span, pos)
-        if m is None:
-            if not span[pos:].strip():
-                break
-            raise BadText(f"cannot read {span[pos : pos + 20]!r} in the list")
-        pos = m.end()
-        punct, atom = m.group(1), next((g for g in m.groups()[1:] if g is not None), None)
-        if punct in ("[", "("):
-            if len(stack) > max_depth:
-                raise BadText(f"lists nested deeper than {max_depth}")
-            child: list[Any] = []
-            stack[-1][0].append(child)
-            stack.append((child, "]" if punct == "[" else ")"))
-        elif punct in ("]", ")"):
-            if len(stack) == 1 or stack[-1][1] != punct:
-                raise BadText(f"unmatched {punct!r} in the list")
-            stack.pop()
-        elif punct == ",":
-            continue
-        elif atom is not None and len(stack) > 1:
-            stack[-1][0].append(atom.strip())
-        else:
-            raise BadText(f"{_short(atom)} is outside the list")
-    if len(stack) != 1 or len(root) != 1:
-        raise BadText("the list is not closed")
-    return root[0]
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _names_from(atoms: Sequence[Any], where: str) -> Load:
     names = []
     for atom in atoms:
         if not isinstance(atom, str) or _person(atom) is None:
-            raise BadText(f"{where}: {_short(atom)} is not a person (a1, A1, a2, ...)")
+            raise BadText(f"{where}: {short(atom)} is not a person (a1, A1, a2, ...)")
         names.append(atom)
     if len(set(names)) != len(names):
         raise BadText(f"{where}: someone is listed twice")
@@ -355,7 +289,7 @@ def _bank_from(text: str, where: str) -> tuple[str, ...]:
         return ()
     for t in tokens:
         if _person(t) is None:
-            raise BadText(f"{where} bank: {_short(t)} is not a person (a1, A1, a2, ...)")
+            raise BadText(f"{where} bank: {short(t)} is not a person (a1, A1, a2, ...)")
     return _canon(tokens)  # duplicates are kept so check_state can report them
 
 
@@ -479,7 +413,7 @@ class RiverCrossing:
         everyone = set(state.left) | set(state.right)
         for p in load:
             if p not in everyone:
-                raise IllegalMove("unknown_person", f"{_short(p)} is not one of the people")
+                raise IllegalMove("unknown_person", f"{short(p)} is not one of the people")
         if len(set(load)) != len(load):
             raise IllegalMove("unknown_person", "someone is listed twice in the boat")
         if len(load) > k:
@@ -512,7 +446,7 @@ class RiverCrossing:
         valid = set(_people(n))
         for p in seen:
             if p not in valid:
-                return f"{_short(p)} is not one of a1..a{n}, A1..A{n}"
+                return f"{short(p)} is not one of a1..a{n}, A1..A{n}"
         for p in _people(n):
             if seen.count(p) != 1:
                 return f"{p} appears {seen.count(p)} times (must be exactly once)"
@@ -532,9 +466,7 @@ class RiverCrossing:
     def parse_state(self, text: str) -> RiverState:
         """Sections ``left:``, ``right:``, ``boat:`` in any order, any case, with any
         commas, quotes, brackets or bars between names; names keep their case."""
-        if not isinstance(text, str) or len(text) > _MAX_TEXT:
-            raise BadText("state text missing or too long")
-        text = text.translate(_QUOTES)
+        text = answer_text(text, "state")
         found = list(_SECTION.finditer(text))
         if not found:
             raise BadText("no 'left:', 'right:' and 'boat:' sections")
@@ -559,15 +491,11 @@ class RiverCrossing:
 
     def parse_moves(self, text: str) -> list[Load]:
         """The last top-level list of loads, e.g. ``[["a1", "A1"], [a1]]``."""
-        if not isinstance(text, str) or len(text) > _MAX_TEXT:
-            raise BadText("answer text missing or too long")
-        span = _last_list_span(text.translate(_QUOTES))
-        if span is None:
-            raise BadText("no list of moves like [[a1, A1], [a1]] found")
+        items = last_list(text, missing="no list of moves like [[a1, A1], [a1]] found")
         moves = []
-        for i, item in enumerate(_read_nested(span, 2), start=1):
+        for i, item in enumerate(items, start=1):
             if not isinstance(item, list):
-                raise BadText(f"move {i}: {_short(item)} is not a list of people like [a1, A1]")
+                raise BadText(f"move {i}: {short(item)} is not a list of people like [a1, A1]")
             moves.append(_names_from(item, f"move {i}"))
         return moves
 
