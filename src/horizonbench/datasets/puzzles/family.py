@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -35,7 +35,7 @@ from horizonbench.datasets.puzzles.base import (
     replay,
     trajectory_ok,
 )
-from horizonbench.datasets.puzzles.rollout import ROLLOUT_FAILURES, Episode, score_plan
+from horizonbench.datasets.puzzles.rollout import ROLLOUT_FAILURES, Episode, read_plan_answer, score_plan
 from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
 
 #: whole-plan outcomes beyond the puzzle's own illegal-move kinds
@@ -221,9 +221,12 @@ class PuzzleFamily:
 
     # --- whole-plan scoring -----------------------------------------------------------
 
-    def parse_answer(self, text: str) -> ParsedAnswer:
-        from horizonbench.datasets.puzzles.rollout import read_plan_answer
+    def move_list(self, texts: Iterable[str]) -> list[Any]:
+        """Moves from their stored text forms (one per entry, as in ``row["moves"]`` and a
+        parsed plan's steps): read as one list, with the puzzle's own parser."""
+        return self.puzzle.parse_moves("[" + ", ".join(texts) + "]")
 
+    def parse_answer(self, text: str) -> ParsedAnswer:
         moves, error = read_plan_answer(self.puzzle, text)
         if moves is None:
             return ParsedAnswer(None, error)
@@ -235,14 +238,13 @@ class PuzzleFamily:
         optimal = int(row["solution_length"])
         if parsed.plan is None:
             return _failed_score("invalid_output", 0, parsed.error)
-        text = "[" + ", ".join(s.arg for s in parsed.plan) + "]"
         res = score_plan(
             self.puzzle,
             self.start(row),
             self.goal(row),
             self.rules_of(row),
             list(row["moves"]),
-            text,
+            self.move_list(s.arg for s in parsed.plan),
         )
         progress = 1.0 if res.success else min(res.legal_moves, optimal) / optimal if optimal else 0.0
         precision = res.legal_moves / res.plan_length if res.plan_length else (1.0 if res.success else 0.0)
@@ -262,7 +264,7 @@ class PuzzleFamily:
                 "optimality_gap": res.optimality_gap(optimal),
                 "move_legality_rate": precision,
                 "steps_taken": res.plan_length,
-                "parse_error": res.parse_error,
+                "parse_error": None,  # a plan that reached scoring was read
             },
         )
 
@@ -271,7 +273,7 @@ class PuzzleFamily:
         pz, rules = self.puzzle, self.rules_of(row)
         try:
             states = [pz.parse_state(t) for t in row["states"]]
-            moves = pz.parse_moves("[" + ", ".join(row["moves"]) + "]")
+            moves = self.move_list(row["moves"])
         except BadText as exc:
             return f"unparsable: {exc}"
         for st in states:
@@ -337,12 +339,12 @@ class PuzzleFamily:
         state = self.start(row)
         if kind == "noisy":
             out: list[str] = []
-            for move_text in gold:
+            for move_text, move in zip(gold, self.move_list(gold), strict=True):
                 if rng.random() < eps:
                     out.append(pz.format_move(pz.illegal_move(state, rules, rng)))
                     return _moves_text(out)
                 out.append(move_text)
-                state = pz.apply(state, pz.parse_moves(f"[{move_text}]")[0], rules)
+                state = pz.apply(state, move, rules)
             return _moves_text(out)
         walk: list[str] = []
         for _ in range(len(gold)):

@@ -96,7 +96,6 @@ class PlanResult:
     legal_moves: int
     violation: str | None
     first_violation_step: int | None
-    parse_error: str | None = None
 
     def optimality_gap(self, optimal: int) -> float | None:
         if not self.success or optimal == 0:
@@ -110,12 +109,9 @@ def score_plan(
     goal: State,
     rules: Mapping[str, Any],
     gold_moves: Sequence[str],
-    text: str,
+    moves: Sequence[Any],
 ) -> PlanResult:
-    """Replay a whole-plan answer. A legal plan that stops short is ``goal_not_reached``."""
-    moves, error = read_plan_answer(puzzle, text)
-    if moves is None:
-        return PlanResult(False, False, False, 0, 0, "invalid_output", 0, error)
+    """Replay a parsed whole plan. A legal plan that stops short is ``goal_not_reached``."""
     exact = [puzzle.format_move(m) for m in moves] == list(gold_moves)
     state = start
     for i, move in enumerate(moves):
