@@ -48,6 +48,7 @@ identity or on Python's hash randomisation, and a grid's seeds can be published.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from bisect import bisect_left, insort
@@ -420,6 +421,8 @@ class Environment(Protocol):
     verbs: ClassVar[Mapping[str, int]]
     #: the labels ``StepResult.error`` can take, each documented by the environment
     error_labels: ClassVar[tuple[str, ...]]
+    #: the entity kinds (keys of ``Task.entities``) that ``sc`` counts
+    sc_kinds: ClassVar[tuple[str, ...]]
 
     spec: StressSpec
 
@@ -572,6 +575,58 @@ class Rng:
         self._r.setstate(state)
 
 
+def room_graph(shape: str, n: int, rng: Rng) -> set[tuple[int, int]]:
+    """A connected graph of ``shape`` on rooms ``0..n-1``, as index pairs ``(a, b)``
+    with ``a < b``: the layout families the archetypes of StatefulPuzzle and GraphNav
+    draw from (``line``, ``ring``, ``ladder``, ``star``, ``grid``, ``tree``,
+    ``dense``, ``hubs``, ``comb``, ``binary``); the random shapes draw from ``rng``."""
+    edges: set[tuple[int, int]] = set()
+
+    def link(a: int, b: int) -> None:
+        if a != b:
+            edges.add((min(a, b), max(a, b)))
+
+    if shape in ("line", "ring", "ladder"):
+        for i in range(n - 1):
+            link(i, i + 1)
+        if shape == "ring" and n >= 3:
+            link(n - 1, 0)
+        if shape == "ladder":
+            for _ in range(n // 3):
+                link(rng.below(n), rng.below(n))
+    elif shape == "star":
+        for i in range(1, n):
+            link(0, i)
+    elif shape == "grid":
+        width = math.ceil(math.sqrt(n))
+        for i in range(n):
+            if (i + 1) % width and i + 1 < n:
+                link(i, i + 1)
+            if i + width < n:
+                link(i, i + width)
+    elif shape in ("tree", "dense"):
+        for i in range(1, n):
+            link(rng.below(i), i)
+        if shape == "dense":
+            for _ in range(n // 2):
+                link(rng.below(n), rng.below(n))
+    elif shape == "hubs":
+        for i in range(1, n):
+            link(0 if i == 1 else i % 2, i)
+    elif shape == "comb":
+        spine = (n + 1) // 2
+        for i in range(spine - 1):
+            link(i, i + 1)
+        for i in range(spine, n):
+            link(i - spine, i)
+    elif shape == "binary":
+        for i in range(1, n):
+            link((i - 1) // 2, i)
+    else:  # pragma: no cover - the archetype table only names the shapes above
+        raise ValueError(f"unknown shape {shape!r}")
+    return edges
+
+
 __all__: Sequence[str] = [
     "Action",
     "BRANCHING_MAX",
@@ -606,4 +661,5 @@ __all__: Sequence[str] = [
     "format_facts",
     "parse_action",
     "parse_facts",
+    "room_graph",
 ]

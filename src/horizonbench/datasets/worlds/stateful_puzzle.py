@@ -148,6 +148,7 @@ from horizonbench.datasets.worlds.base import (
     Task,
     format_action,
     format_fact,
+    room_graph,
 )
 
 NAME = "stateful_puzzle"
@@ -305,55 +306,6 @@ ARCHETYPES: tuple[Archetype, ...] = (
 assert len(ARCHETYPES) == N_ARCHETYPES
 
 
-def _room_edges(shape: str, n: int, rng: Rng) -> set[tuple[int, int]]:
-    """The door graph of ``shape`` on rooms ``0..n-1`` (connected), as index pairs."""
-    edges: set[tuple[int, int]] = set()
-
-    def link(a: int, b: int) -> None:
-        if a != b:
-            edges.add((min(a, b), max(a, b)))
-
-    if shape in ("line", "ring", "ladder"):
-        for i in range(n - 1):
-            link(i, i + 1)
-        if shape == "ring" and n >= 3:
-            link(n - 1, 0)
-        if shape == "ladder":
-            for _ in range(n // 3):
-                link(rng.below(n), rng.below(n))
-    elif shape == "star":
-        for i in range(1, n):
-            link(0, i)
-    elif shape == "grid":
-        width = math.ceil(math.sqrt(n))
-        for i in range(n):
-            if (i + 1) % width and i + 1 < n:
-                link(i, i + 1)
-            if i + width < n:
-                link(i, i + width)
-    elif shape in ("tree", "dense"):
-        for i in range(1, n):
-            link(rng.below(i), i)
-        if shape == "dense":
-            for _ in range(n // 2):
-                link(rng.below(n), rng.below(n))
-    elif shape == "hubs":
-        for i in range(1, n):
-            link(0 if i == 1 else i % 2, i)
-    elif shape == "comb":
-        spine = (n + 1) // 2
-        for i in range(spine - 1):
-            link(i, i + 1)
-        for i in range(spine, n):
-            link(i - spine, i)
-    elif shape == "binary":
-        for i in range(1, n):
-            link((i - 1) // 2, i)
-    else:  # pragma: no cover - the archetype table only names the shapes above
-        raise ValueError(f"unknown shape {shape!r}")
-    return edges
-
-
 # --- the world ---------------------------------------------------------------------
 
 
@@ -435,7 +387,7 @@ def build_world(sc: int, dd: int, seed: int, archetype: int) -> World:
 
     # rooms: the shape on shuffled labels, so names never reveal the structure
     labels = rng.shuffled(range(comp.rooms))
-    edges = _room_edges(arch.shape, comp.rooms, rng)
+    edges = room_graph(arch.shape, comp.rooms, rng)
     pairs = sorted((min(labels[a], labels[b]), max(labels[a], labels[b])) for a, b in edges)
     doors = tuple((rooms[a], rooms[b]) for a, b in pairs)
     neighbors = {r: [] for r in rooms}
@@ -802,6 +754,8 @@ class StatefulPuzzle:
     name: ClassVar[str] = NAME
     verbs: ClassVar[Mapping[str, int]] = VERBS
     error_labels: ClassVar[tuple[str, ...]] = ERROR_LABELS
+    #: the entity kinds ``sc`` counts (switches are fixtures; decoys come from branching)
+    sc_kinds: ClassVar[tuple[str, ...]] = ("room", "container", "item")
 
     def __init__(self, spec: StressSpec) -> None:
         if not isinstance(spec, StressSpec):
