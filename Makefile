@@ -30,6 +30,7 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/evaluation.py
 	$(BIN)/python benchmarks/puzzles.py
+	$(BIN)/python benchmarks/worlds.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

@@ -16,7 +16,17 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
 def test_example_configs_validate(path):
     cfg = load_config(path)
-    assert cfg.families
+    assert cfg.families or cfg.worlds
+
+
+def test_world_configs_are_the_papers_grid_and_fine_scan():
+    grid = load_config(ROOT / "configs" / "wmc-grid.yaml").worlds
+    assert grid is not None and grid.regime == "III"
+    assert (grid.sc, grid.dd, grid.archetypes, grid.variants) == ([5, 10, 20, 40], [1, 2, 4, 6], 10, 10)
+    assert set(grid.environments) == {"stateful_puzzle", "graph_nav", "tool_dag"}
+    fine = load_config(ROOT / "configs" / "wmc-fine.yaml").worlds
+    assert fine is not None and fine.sc == list(range(10, 21)) and fine.dd == [1]
+    assert fine.archetypes * fine.variants == 50
 
 
 def test_figure1_config_is_the_papers_setting():

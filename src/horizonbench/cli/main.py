@@ -259,6 +259,13 @@ def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
 
                 generate_flow(cfg, str(out))
                 print(format_estimate(estimate_rows(cfg, out)))
+                if cfg.worlds is not None:
+                    worlds = len(cfg.worlds.study().episodes(cfg.run.seed))
+                    agents = len(cfg.worlds.agents)
+                    print(
+                        f"world study: {worlds * agents} episodes "
+                        f"({agents} offline agents x {worlds} worlds), no calls"
+                    )
                 return 0
             result = pipeline(cfg, str(out))
     except ConfigError as err:  # e.g. an API key missing from the environment

@@ -14,7 +14,7 @@ from prefect.states import Failed
 
 from horizonbench.core.registry import get_family
 from horizonbench.schemas.config import Config, load_config, parse_config
-from horizonbench.schemas.expectations import scores_suite, suite_for_family
+from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.tasks.analyse import analyse
 from horizonbench.tasks.evaluate import evaluate_models
 from horizonbench.tasks.generate import generate_instances
@@ -23,6 +23,7 @@ from horizonbench.tasks.report import REPORT_REL, build_report
 from horizonbench.tasks.score import SCORES_REL, score_attempts
 from horizonbench.tasks.storage import STAGING, promote, staged
 from horizonbench.tasks.validate import validate_table
+from horizonbench.tasks.worlds import EPISODES_REL, STEPS_REL, analyse_worlds, run_world_episodes
 
 
 def _resolve(config: dict[str, Any] | Config | str, out: str) -> tuple[Config, Path]:
@@ -48,6 +49,8 @@ def _prepare(run: Path) -> None:
 
 
 def _generate_and_validate(cfg: Config, run: Path) -> list[dict[str, Any]]:
+    if not cfg.families:
+        return []
     stats = generate_instances(cfg, str(run))
     for name in cfg.families:
         rel = f"instances/{name}/part-0.parquet"
@@ -95,7 +98,9 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     stats = _generate_and_validate(cfg, run)
     counts: dict[str, Any] = {"generation": stats}
     analysed = False
-    if cfg.evaluation.models:
+    if cfg.worlds is not None:
+        counts["worlds"] = _world_study(cfg, run)
+    if cfg.evaluation.models and cfg.families:
         counts["attempts"] = evaluation = evaluate_models(cfg, str(run))
         for message in silent_models(evaluation):
             logger.error(message)
@@ -111,14 +116,14 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
         missing = evaluation["total"]["failed"]
         if missing:
             logger.warning("%s", missing_summary(evaluation))
-    else:
+    elif cfg.families:
         logger.warning("no models configured: instances only, no evaluation")
     provenance = {"versions": versions(), "git_sha": git_sha()}
     run_info = {
         "run": cfg.run.name,
         "seed": cfg.run.seed,
         "git_sha": provenance["git_sha"],
-        "families": ", ".join(cfg.families),
+        "families": ", ".join(cfg.families) or "none",
         "models": ", ".join(m.name for m in cfg.evaluation.models) or "none",
         "samples per instance": cfg.evaluation.samples,
         "true L0 of noisy baselines": ", ".join(
@@ -129,8 +134,11 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
         or "none",
         "versions": provenance["versions"],
     }
+    if cfg.worlds is not None:
+        run_info["world agents"] = ", ".join(a.name for a in cfg.worlds.agents)
+        run_info["world environments"] = ", ".join(cfg.worlds.environments)
     report = None
-    if analysed:
+    if analysed or cfg.worlds is not None:
         report = build_report(str(run), f"horizonbench: {cfg.run.name}", run_info, _report_counts(counts))
     write_manifest(run, _base_manifest(cfg, started, provenance) | {"counts": counts})
     shutil.rmtree(run / STAGING, ignore_errors=True)
@@ -141,8 +149,30 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     return str(run / REPORT_REL) if report else str(run)
 
 
+def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
+    """Episodes on Dask, both tables validated and promoted, then the analysis."""
+    assert cfg.worlds is not None
+    stats = run_world_episodes(cfg, str(run))
+    models = [a.name for a in cfg.worlds.agents]
+    for rel, name, suite in (
+        (EPISODES_REL, "episodes", episodes_suite(models)),
+        (STEPS_REL, "steps", steps_suite()),
+    ):
+        validate_table(str(staged(run, rel)), name, suite, str(run))
+        promote(run, rel)
+    analyse_worlds(cfg, str(run))
+    return stats
+
+
 def _report_counts(counts: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    w = counts.get("worlds")
+    if w:
+        out["world episodes"] = (
+            f"{w['episodes']} ({len(w['agents'])} agents x {w['worlds']} worlds), {w['steps']} steps"
+        )
+        out["world episodes won"] = w["successes"]
+        out["world episodes with T < L* (left out of rates)"] = w["horizon_short"] or "none"
     for g in counts.get("generation", []):
         fam = g["family"]
         out[f"{fam}: instances"] = g["kept"]

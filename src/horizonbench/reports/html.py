@@ -112,6 +112,117 @@ _PUZZLE_VIOLATIONS = [
     ("share", "share", "pct"),
 ]
 
+#: world-model study tables (``analysis/worlds.py``)
+_W_GRID = [
+    ("model", "model", "text"),
+    ("sc", "sc", "int"),
+    ("dd", "dd", "int"),
+    ("n", "episodes", "int"),
+    ("p", "success", "pct"),
+    ("wilson_ci", "Wilson 95%", "pct-range"),
+]
+_W_CRITICAL = [
+    ("model", "model", "text"),
+    ("dd", "dd", "int"),
+    ("sc_star", "sc*", "num"),
+    ("sc_star_ci", "bootstrap 95%", "num-range"),
+    ("bracket", "between cells", "num-range"),
+    ("reason", "not bracketed", "text"),
+]
+_W_CLIFFS = [
+    ("model", "model", "text"),
+    ("dd", "dd", "int"),
+    ("sc_from", "sc from", "int"),
+    ("sc_to", "sc to", "int"),
+    ("drop", "drop", "pct"),
+    ("mn_z", "MN z", "num"),
+    ("mn_p", "MN p (H0: drop ≤ δ0)", "num"),
+    ("abrupt", "Definition 1", "text"),
+]
+_W_BAND = [
+    ("model", "model", "text"),
+    ("dd", "dd", "int"),
+    ("w_trans", "W_trans", "int"),
+    ("sc_in_band", "sc in band", "text"),
+]
+_W_CONTRASTS = [
+    ("model", "model", "text"),
+    ("dd", "dd", "int"),
+    ("sc_from", "sc from", "int"),
+    ("sc_to", "sc to", "int"),
+    ("cohens_h", "Cohen's h", "num"),
+    ("cohens_h_label", "", "text"),
+    ("mw_p", "Mann-Whitney p (Jaccard)", "num"),
+    ("mw_p_holm", "Holm", "num"),
+    ("mw_p_bh", "BH", "num"),
+    ("hodges_lehmann", "HL shift", "num"),
+    ("cliffs_delta", "Cliff's δ", "num"),
+    ("cliffs_delta_label", "", "text"),
+]
+_W_LAGS = [
+    ("model", "model", "text"),
+    ("n_episodes", "episodes", "int"),
+    ("n_failed", "failed", "int"),
+    ("count", "with τ_W and τ_A", "int"),
+    ("median", "median τ_W − τ_A", "num"),
+    ("share_world_first", "world state first", "pct"),
+    ("share_simultaneous", "same step", "pct"),
+    ("share_action_first", "action first", "pct"),
+]
+_W_STEPS = [
+    ("model", "model", "text"),
+    ("sc", "sc", "int"),
+    ("dd", "dd", "int"),
+    ("episodes", "episodes", "int"),
+    ("mean_jaccard", "Jaccard", "num"),
+    ("consistency_rate", "consistent", "pct"),
+    ("dependency_accuracy", "dependency correct", "pct"),
+    ("self_check_accuracy", "self-check correct", "pct"),
+    ("invalid_per_episode", "invalid / episode", "num"),
+    ("world_state_collapses", "world-state collapses", "int"),
+    ("action_validity_collapses", "action collapses", "int"),
+    ("compound_collapses", "compound", "int"),
+]
+_W_EXCLUDED = [
+    ("model", "model", "text"),
+    ("sc", "sc", "int"),
+    ("dd", "dd", "int"),
+    ("episodes", "episodes", "int"),
+    ("horizon_short", "T < L* (left out)", "int"),
+]
+
+
+def _worlds(tables: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """One section per environment: its phase diagram and tables."""
+    grid = _with_range(tables["grid"], "wilson_ci", "wilson_low", "wilson_high")
+    crit = _with_range(tables["critical_points"], "sc_star_ci", "sc_star_low", "sc_star_high")
+    crit = _with_range(crit, "bracket", "bracket_low", "bracket_high")
+    excluded = tables["excluded"]
+    excluded = excluded[excluded["horizon_short"] > 0] if len(excluded) else excluded
+    envs = sorted(set(tables["grid"]["env"]) | set(tables["excluded"]["env"]))
+    out = []
+    for env in envs:
+
+        def rows(df: pd.DataFrame, env: str = env) -> pd.DataFrame:
+            return df[df["env"] == env] if len(df) else df
+
+        out.append(
+            {
+                "env": env,
+                "figure": Markup(plots.phase_diagram_svg(tables["grid"], env, tables["critical_points"])),
+                "grid": _table(rows(grid), _W_GRID),
+                "critical": _table(rows(crit), _W_CRITICAL),
+                "cliffs": _table(rows(tables["cliffs"]), _W_CLIFFS),
+                "band": _table(rows(tables["band_widths"]), _W_BAND),
+                "contrasts": _table(rows(tables["contrasts"]), _W_CONTRASTS),
+                "lags": _table(rows(tables["lags"]), _W_LAGS),
+                "steps": _table(rows(tables["step_metrics"]), _W_STEPS),
+                "excluded": _table(rows(excluded), _W_EXCLUDED),
+            }
+        )
+    return out
+
+
 #: seqBench's family: the depth figures, decay fits and per-bin table are about it alone
 MAZE = "maze"
 #: RecurrReason's puzzle families, in the order their panels and rows are shown
@@ -285,6 +396,7 @@ def render_report(
     counts: dict,
     compounding: pd.DataFrame = _NO_ROWS,
     by_n: pd.DataFrame = _NO_ROWS,
+    worlds: Mapping[str, pd.DataFrame] | None = None,
 ) -> str:
     """The whole report as one HTML string; identical inputs give identical bytes.
 
@@ -329,6 +441,7 @@ def render_report(
         "has_data": has_data,
         "has_maze": has_maze,
         "has_puzzles": has_puzzles,
+        "worlds": _worlds(worlds) if worlds is not None else [],
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),
         "by_length": _table(maze["by_length"], _BY_LENGTH),

@@ -323,3 +323,53 @@ def puzzle_success_svg(by_n: pd.DataFrame, families: Sequence[str]) -> str:
         handles.append(Line2D([], [], color="0.35", linestyle=":", lw=0.8, label="predicted (1 − ε)^L"))
         fig.legend(handles=handles, loc="outside lower center", ncol=min(4, len(handles)), fontsize=7)
         return _to_svg(fig, name)
+
+
+def phase_diagram_svg(grid: pd.DataFrame, env: str, critical: pd.DataFrame) -> str:
+    """The phase diagram of one environment: a heatmap of success over (sc, dd) per
+    model (one panel each), every cell annotated with its rate and episode count, and
+    the crossing sc* of each dd row marked where it was bracketed.
+
+    Cells are drawn on the scanned values as categories (sc 5, 10, 20, 40 equally
+    spaced), because the grid is a design, not a continuum; sc* is placed by linear
+    interpolation between the two cells around it, as it was computed.
+    """
+    name = f"phase-{env}"
+    rows = grid[grid["env"] == env]
+    if rows.empty:
+        return _placeholder(name, f"{env}: no episodes could be won (T < L* everywhere?)")
+    models = sorted(rows["model"].unique())
+    ncols = min(3, len(models))
+    nrows = math.ceil(len(models) / ncols)
+    with _figure(name, figsize=(3.3 * ncols + 0.8, 0.6 + 2.6 * nrows)) as fig:
+        fig.set_layout_engine("constrained")
+        axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+        image = None
+        for ax, model in zip(axes, models, strict=False):
+            g = rows[rows["model"] == model]
+            scs = sorted(g["sc"].unique())
+            dds = sorted(g["dd"].unique())
+            mat = np.full((len(dds), len(scs)), np.nan)
+            for r in g.itertuples():
+                mat[dds.index(r.dd), scs.index(r.sc)] = r.p
+            image = ax.imshow(mat, origin="lower", cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            for r in g.itertuples():
+                y, x = dds.index(r.dd), scs.index(r.sc)
+                colour = "black" if r.p > 0.6 else "white"
+                ax.text(x, y, f"{r.p:.2f}\nn={r.n}", ha="center", va="center", fontsize=6.5, color=colour)
+            crit = critical[(critical["env"] == env) & (critical["model"] == model)]
+            for c in crit.itertuples():
+                if c.dd in dds and not math.isnan(c.sc_star):
+                    x = float(np.interp(c.sc_star, scs, range(len(scs))))
+                    ax.plot([x], [dds.index(c.dd)], marker="|", ms=14, mew=2, color="red")
+            ax.set_xticks(range(len(scs)), [str(int(s)) for s in scs])
+            ax.set_yticks(range(len(dds)), [str(int(d)) for d in dds])
+            ax.set_xlabel("state cardinality sc")
+            ax.set_ylabel("dependency density dd")
+            ax.set_title(model)
+            ax.grid(False)
+        for ax in axes[len(models) :]:
+            ax.axis("off")
+        if image is not None:
+            fig.colorbar(image, ax=list(axes[: len(models)]), shrink=0.8, label="success rate (red: sc*)")
+        return _to_svg(fig, name)

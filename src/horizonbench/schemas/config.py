@@ -7,6 +7,7 @@ to a default), and every error names the dotted path of the offending field.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -206,6 +207,105 @@ class AnalysisSpec(_Strict):
     min_attempts_per_bin: int = Field(default=1, ge=1)
 
 
+class WorldAgentSpec(_Strict):
+    """An offline agent of a world study: ``oracle`` (perfect memory) or ``bounded``
+    (working memory of ``capacity`` entities; see datasets/worlds/agents.py)."""
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:@/+-]+$")
+    kind: Literal["oracle", "bounded"]
+    capacity: int | None = Field(default=None, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _capacity(self) -> WorldAgentSpec:
+        if self.kind == "bounded" and self.capacity is None:
+            raise ValueError("the bounded agent needs 'capacity'")
+        if self.kind == "oracle" and self.capacity is not None:
+            raise ValueError("the oracle agent takes no 'capacity'")
+        return self
+
+
+_AXES = ("horizon", "branching", "observation", "mutation")
+
+
+class WorldsSpec(_Strict):
+    """A world-model study: environments x (sc, dd) grid x archetypes x variants on a
+    regime backdrop of Table 11, run by offline agents on the Dask cluster."""
+
+    environments: list[Literal["stateful_puzzle", "graph_nav", "tool_dag"]] = Field(min_length=1)
+    regime: Literal["I", "II", "III", "IV", "V"] = "III"
+    #: the grid; required where the regime leaves sc / dd free (III), else its value
+    sc: list[int] | None = None
+    dd: list[int] | None = None
+    #: one-axis changes from the regime (an ablation): horizon, branching, observation,
+    #: mutation
+    axes: dict[str, Any] = Field(default_factory=dict)
+    #: T = ceil(factor x L*) for every episode instead of the regime's fixed T
+    horizon_factor: float | None = Field(default=None, gt=0, le=1000)
+    archetypes: int = Field(default=10, ge=1, le=10)
+    variants: int = Field(default=10, ge=1, le=100_000)
+    #: episodes per Dask task (fixed, so output never depends on worker count)
+    shard_size: int = Field(default=25, ge=1, le=100_000)
+    agents: list[WorldAgentSpec] = Field(min_length=1)
+    #: the null margin of the one-sided Miettinen-Nurminen cliff test
+    delta0: float = Field(default=0.30, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WorldsSpec:
+        from horizonbench.datasets.worlds.base import REGIMES, StressSpec
+
+        for what, values in (("environments", self.environments), ("agents", [a.name for a in self.agents])):
+            dupes = sorted({v for v in values if values.count(v) > 1})
+            if dupes:
+                raise ValueError(f"{what}: each at most once; repeated: {', '.join(dupes)}")
+        regime = REGIMES[self.regime]
+        for key in ("sc", "dd"):
+            values = getattr(self, key)
+            fixed = getattr(regime, key)
+            if values is None:
+                if fixed is None:
+                    raise ValueError(f"{key}: regime {self.regime} leaves {key} to the grid; list its values")
+                continue
+            if not values or len(set(values)) != len(values):
+                raise ValueError(f"{key}: give distinct values")
+            if fixed is not None and values != [fixed]:
+                raise ValueError(f"{key}: regime {self.regime} fixes {key}={fixed}; leave {key} out")
+        unknown = sorted(set(self.axes) - set(_AXES))
+        if unknown:
+            raise ValueError(f"axes: {unknown[0]!r} is not an axis to override (known: {', '.join(_AXES)})")
+        if "horizon" in self.axes and self.horizon_factor is not None:
+            raise ValueError("axes.horizon and horizon_factor both set the horizon; give one")
+        for sc in self.sc or [regime.sc]:
+            for dd in self.dd or [regime.dd]:
+                values = {
+                    "sc": sc,
+                    "dd": dd,
+                    "horizon": regime.horizon,
+                    "branching": regime.branching,
+                    "observation": regime.observation,
+                    "mutation": regime.mutation,
+                    **self.axes,
+                }
+                StressSpec.from_mapping(values)  # ValueError naming the axis
+        return self
+
+    def study(self) -> Any:
+        """The :class:`~horizonbench.datasets.worlds.study.Study` this section asks for."""
+        from horizonbench.datasets.worlds.base import REGIMES
+        from horizonbench.datasets.worlds.study import Study
+
+        regime = REGIMES[self.regime]
+        return Study(
+            environments=tuple(self.environments),
+            regime=self.regime,
+            sc=tuple(self.sc or [regime.sc]),
+            dd=tuple(self.dd or [regime.dd]),
+            archetypes=self.archetypes,
+            variants=self.variants,
+            axes=dict(self.axes),
+            horizon_factor=self.horizon_factor,
+        )
+
+
 class RunSpec(_Strict):
     name: str = Field(default="run", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = Field(default=0, ge=0, lt=2**63)
@@ -213,22 +313,28 @@ class RunSpec(_Strict):
 
 class Config(_Strict):
     run: RunSpec = RunSpec()
-    families: dict[str, FamilySpec]
+    families: dict[str, FamilySpec] = Field(default_factory=dict)
+    #: a world-model study (environments, grid, offline agents)
+    worlds: WorldsSpec | None = None
     evaluation: EvaluationSpec = EvaluationSpec()
     dask: DaskSpec = DaskSpec()
     analysis: AnalysisSpec = AnalysisSpec()
 
     @model_validator(mode="after")
     def _some_family(self) -> Config:
-        if not self.families:
-            raise ValueError("at least one family is needed")
+        if not self.families and self.worlds is None:
+            raise ValueError("give at least one family, or a 'worlds' study")
         return self
 
 
 def _format_error(err: ValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-    msg = first["msg"]
+    msg = first["msg"].removeprefix("Value error, ")
+    # a section's own check names the field first ("sc: must be in 3..60"): put it in the path
+    field = re.match(r"([a-z_][a-z0-9_]*): (.*)", msg, re.S)
+    if field and first["type"] == "value_error":
+        where, msg = f"{where}.{field.group(1)}", field.group(2)
     more = len(err.errors()) - 1
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{where}: {msg}{tail}"

@@ -141,6 +141,58 @@ def scores_suite(violations: tuple[str, ...]) -> Suite:
     ]
 
 
+#: environments, observation modes, mutation levels and collapse types of world studies
+WORLD_ENVS = ["stateful_puzzle", "graph_nav", "tool_dag"]
+_OBSERVATIONS = ["clean", "partial", "distractor", "conflict"]
+_MUTATIONS = ["static", "low", "medium", "high"]
+_COLLAPSE_TYPES = ["world_state", "action_validity", "self_check", "compound"]
+
+
+def episodes_suite(models: list[str]) -> Suite:
+    """The world-model episodes table: one row per agent episode, every axis in range,
+    no win shorter than the optimal plan or longer than the horizon, rates in [0, 1]."""
+    return [
+        ("ExpectTableRowCountToBeBetween", {"min_value": 1}),
+        *_not_null(
+            "episode_id", "env", "model", "sc", "dd", "seed", "horizon", "optimal_length", "success", "steps"
+        ),
+        ("ExpectColumnValuesToBeUnique", {"column": "episode_id"}),
+        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["env", "model", "seed"]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "env", "value_set": WORLD_ENVS}),
+        ("ExpectColumnValuesToBeInSet", {"column": "model", "value_set": models}),
+        ("ExpectColumnValuesToBeInSet", {"column": "observation", "value_set": _OBSERVATIONS}),
+        ("ExpectColumnValuesToBeInSet", {"column": "mutation", "value_set": _MUTATIONS}),
+        ("ExpectColumnValuesToBeInSet", {"column": "collapse_type", "value_set": _COLLAPSE_TYPES}),
+        ("ExpectColumnValuesToBeBetween", {"column": "sc", "min_value": 3, "max_value": 60}),
+        ("ExpectColumnValuesToBeBetween", {"column": "dd", "min_value": 1, "max_value": 12}),
+        ("ExpectColumnValuesToBeBetween", {"column": "optimal_length", "min_value": 1}),
+        ("ExpectColumnValuesToBeBetween", {"column": "steps", "min_value": 1}),
+        ("ExpectColumnValuesToBeBetween", {"column": "mean_jaccard", "min_value": 0.0, "max_value": 1.0}),
+        ("ExpectColumnValuesToBeBetween", {"column": "consistency_rate", "min_value": 0.0, "max_value": 1.0}),
+        (
+            "ExpectColumnPairValuesAToBeGreaterThanB",
+            {"column_A": "horizon", "column_B": "steps", "or_equal": True},
+        ),
+        ("ExpectColumnValuesToBeInSet", {"column": "_impossible_win", "value_set": [False]}),
+    ]
+
+
+def steps_suite() -> Suite:
+    """The world-model steps table: one row per (episode, step), numbered from 0, an
+    error label exactly on the invalid actions, fidelity in [0, 1]."""
+    return [
+        ("ExpectTableRowCountToBeBetween", {"min_value": 1}),
+        *_not_null("episode_id", "env", "model", "step", "action_valid", "jaccard", "consistent"),
+        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["episode_id", "step"]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "env", "value_set": WORLD_ENVS}),
+        ("ExpectColumnValuesToBeBetween", {"column": "step", "min_value": 0}),
+        ("ExpectColumnValuesToBeBetween", {"column": "jaccard", "min_value": 0.0, "max_value": 1.0}),
+        ("ExpectColumnValuesToBeBetween", {"column": "valid_actions", "min_value": 0}),
+        ("ExpectColumnValuesToBeInSet", {"column": "_error_matches_validity", "value_set": [True]}),
+        ("ExpectColumnValuesToBeInSet", {"column": "_steps_numbered", "value_set": [True]}),
+    ]
+
+
 def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
     """Add the helper columns the suites check (prefixed with an underscore)."""
     out = df.copy()
@@ -164,6 +216,13 @@ def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
         sentinel = per["is_final"].transform("sum")
         expected = per["solution_length"].transform("first") + 1
         out["_rows_complete"] = ((rows == expected) & (sentinel == 1)).astype(bool)
+    elif table == "episodes":
+        out["_impossible_win"] = (out["success"] & (out["steps"] < out["optimal_length"])).astype(bool)
+    elif table == "steps":
+        out["_error_matches_validity"] = (out["error"].isna() == out["action_valid"]).astype(bool)
+        out["_steps_numbered"] = (out.groupby("episode_id", sort=False).cumcount() == out["step"]).astype(
+            bool
+        )
     elif table == "scores":
         bad = out["success"] & (
             ~out["valid"] | out["violation"].notna() | (out["progress_ratio"] < 1.0) | ~out["answered"]

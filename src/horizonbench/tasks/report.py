@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 from prefect import task
 from prefect.cache_policies import NONE
@@ -15,6 +16,7 @@ from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, ATTEMPTS_SCHEMA, SCORE
 from horizonbench.tasks.evaluate import ATTEMPTS_REL
 from horizonbench.tasks.score import SCORES_REL
 from horizonbench.tasks.storage import write_text
+from horizonbench.tasks.worlds import read_world_analysis
 
 REPORT_REL = "report/index.html"
 #: failed attempts shown per model and evaluation (family and mode)
@@ -70,15 +72,24 @@ def failure_examples(scores: pd.DataFrame, attempts: pd.DataFrame) -> list[dict[
     ]
 
 
+def _read(path: Path, schema: pa.Schema) -> pd.DataFrame:
+    """A table of the run, or an empty one of the same columns when the run has none
+    (a world study alone has no attempts or family analysis)."""
+    if not path.exists():
+        return schema.empty_table().to_pandas()
+    return pq.read_table(path, schema=schema).to_pandas()
+
+
 @task(name="report", cache_policy=NONE)
 def build_report(run: str, title: str, run_info: dict[str, Any], counts: dict[str, Any]) -> str:
     run_dir = Path(run)
     tables = {
-        name: pq.read_table(run_dir / "analysis" / f"{name}.parquet", schema=schema).to_pandas()
+        name: _read(run_dir / "analysis" / f"{name}.parquet", schema)
         for name, schema in ANALYSIS_SCHEMAS.items()
     }
-    scores = pq.read_table(run_dir / SCORES_REL, schema=SCORES_SCHEMA).to_pandas()
-    attempts = pq.read_table(run_dir / ATTEMPTS_REL, schema=ATTEMPTS_SCHEMA).to_pandas()
+    scores = _read(run_dir / SCORES_REL, SCORES_SCHEMA)
+    attempts = _read(run_dir / ATTEMPTS_REL, ATTEMPTS_SCHEMA)
+    examples = failure_examples(scores, attempts) if len(scores) and len(attempts) else []
     html = render_report(
         title=title,
         run_info=run_info,
@@ -87,10 +98,11 @@ def build_report(run: str, title: str, run_info: dict[str, Any], counts: dict[st
         fits=tables["fits"],
         violations=tables["violations"],
         first_violations=tables["first_violations"],
-        examples=failure_examples(scores, attempts),
+        examples=examples,
         counts=counts,
         compounding=tables["compounding"],
         by_n=tables["by_n"],
+        worlds=read_world_analysis(run_dir),
     )
     dest = run_dir / REPORT_REL
     write_text(html, dest)

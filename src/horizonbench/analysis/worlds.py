@@ -1,0 +1,252 @@
+"""The world-model study's analysis tables, from the episodes table.
+
+Each function takes the episodes table (one row per agent episode, see
+``schemas.tables.EPISODES_SCHEMA``) and returns a DataFrame with a leading ``env``
+column, so one study can hold several environments without pooling them. Episodes
+flagged ``horizon_short`` (T < L*: no agent could win) never enter a success rate;
+:func:`excluded` counts them per cell so the report can say so.
+
+- :func:`grid`: success per (env, model, sc, dd) cell with Wilson intervals;
+- :func:`critical_points`: sc* per (env, model, dd), the first 50% crossing
+  interpolated linearly along sc, with a percentile bootstrap interval;
+- :func:`cliff_table`: adjacent-cell drops with Definition 1 and the one-sided
+  Miettinen-Nurminen test of H0: drop <= delta0;
+- :func:`band_widths`: W_trans(dd), the number of cells with 0.30 <= p <= 0.70;
+- :func:`contrasts`: for each adjacent sc pair, Cohen's h on success, and on the
+  episodes' mean world-state Jaccard a Mann-Whitney U test (Holm, Bonferroni and
+  Benjamini-Hochberg adjusted over the whole table), its Hodges-Lehmann shift and
+  Cliff's delta;
+- :func:`lags`: the distribution of tau_W - tau_A over failed episodes;
+- :func:`step_metrics`: the per-step metrics averaged per cell, and the collapse types.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from horizonbench.analysis import phase
+
+GRID_COLUMNS = ["env", *phase.GRID_COLUMNS]
+CRITICAL_COLUMNS = [
+    "env",
+    "model",
+    "dd",
+    "sc_star",
+    "sc_star_low",
+    "sc_star_high",
+    "bracket_low",
+    "bracket_high",
+    "reason",
+]
+CLIFF_COLUMNS = ["env", *phase.CLIFF_COLUMNS]
+BAND_COLUMNS = ["env", *phase.W_TRANS_COLUMNS]
+CONTRAST_COLUMNS = [
+    "env",
+    "model",
+    "dd",
+    "sc_from",
+    "sc_to",
+    "cohens_h",
+    "cohens_h_label",
+    "mw_u",
+    "mw_p",
+    "mw_p_holm",
+    "mw_p_bonferroni",
+    "mw_p_bh",
+    "hodges_lehmann",
+    "cliffs_delta",
+    "cliffs_delta_label",
+]
+LAG_COLUMNS = [
+    "env",
+    "model",
+    "n_episodes",
+    "n_failed",
+    "count",
+    "median",
+    "mean",
+    "share_world_first",
+    "share_simultaneous",
+    "share_action_first",
+]
+STEP_COLUMNS = [
+    "env",
+    "model",
+    "sc",
+    "dd",
+    "episodes",
+    "mean_jaccard",
+    "consistency_rate",
+    "dependency_accuracy",
+    "self_check_accuracy",
+    "invalid_per_episode",
+    "world_state_collapses",
+    "action_validity_collapses",
+    "self_check_collapses",
+    "compound_collapses",
+]
+EXCLUDED_COLUMNS = ["env", "model", "sc", "dd", "episodes", "horizon_short"]
+
+
+def eligible(episodes: pd.DataFrame) -> pd.DataFrame:
+    """The episodes a success rate may count: those any agent could have won."""
+    return episodes[~episodes["horizon_short"].astype(bool)].reset_index(drop=True)
+
+
+def _empty(columns: list[str]) -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in columns})
+
+
+def _by_env(episodes: pd.DataFrame):
+    for env, part in eligible(episodes).groupby("env", sort=True):
+        yield str(env), part.reset_index(drop=True)
+
+
+def grid(episodes: pd.DataFrame) -> pd.DataFrame:
+    frames = [phase.phase_grid(part).assign(env=env) for env, part in _by_env(episodes)]
+    return pd.concat(frames, ignore_index=True)[GRID_COLUMNS] if frames else _empty(GRID_COLUMNS)
+
+
+def critical_points(episodes: pd.DataFrame, bootstrap: int = 200, seed: int = 0) -> pd.DataFrame:
+    rows = []
+    for env, part in _by_env(episodes):
+        for (model, dd), curve in part.groupby(["model", "dd"], sort=True):
+            cells = curve.groupby("sc", sort=True)["success"].mean()
+            point = phase.critical_point(cells.index.to_numpy(), cells.to_numpy())
+            low = high = math.nan
+            if bootstrap and len(cells) > 1:
+                boot = phase.critical_point_bootstrap(curve[["sc", "success"]], n_boot=bootstrap, seed=seed)
+                low, high = boot.low, boot.high
+            bracket = point.bracket or (math.nan, math.nan)
+            rows.append(
+                {
+                    "env": env,
+                    "model": model,
+                    "dd": int(dd),
+                    "sc_star": point.value,
+                    "sc_star_low": low,
+                    "sc_star_high": high,
+                    "bracket_low": float(bracket[0]),
+                    "bracket_high": float(bracket[1]),
+                    "reason": point.reason,
+                }
+            )
+    return pd.DataFrame(rows, columns=CRITICAL_COLUMNS) if rows else _empty(CRITICAL_COLUMNS)
+
+
+def cliff_table(cells: pd.DataFrame, delta0: float = phase.CLIFF_MARGIN) -> pd.DataFrame:
+    """Adjacent drops of the :func:`grid` table, per environment."""
+    frames = [
+        phase.cliffs(part, delta=delta0).assign(env=env) for env, part in cells.groupby("env", sort=True)
+    ]
+    frames = [f for f in frames if not f.empty]
+    return pd.concat(frames, ignore_index=True)[CLIFF_COLUMNS] if frames else _empty(CLIFF_COLUMNS)
+
+
+def band_widths(cells: pd.DataFrame) -> pd.DataFrame:
+    frames = [phase.w_trans(part).assign(env=env) for env, part in cells.groupby("env", sort=True)]
+    frames = [f for f in frames if not f.empty]
+    out = pd.concat(frames, ignore_index=True)[BAND_COLUMNS] if frames else _empty(BAND_COLUMNS)
+    out["sc_in_band"] = [" ".join(str(int(s)) for s in v) for v in out["sc_in_band"]]
+    return out
+
+
+def contrasts(episodes: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for env, part in _by_env(episodes):
+        for (model, dd), curve in part.groupby(["model", "dd"], sort=True):
+            scs = sorted(curve["sc"].unique())
+            for a, b in zip(scs[:-1], scs[1:], strict=True):
+                x = curve[curve["sc"] == a]
+                y = curve[curve["sc"] == b]
+                h = phase.cohens_h(float(x["success"].mean()), float(y["success"].mean()))
+                jx, jy = x["mean_jaccard"].to_numpy(float), y["mean_jaccard"].to_numpy(float)
+                if np.ptp(np.concatenate([jx, jy])) == 0.0:
+                    u, p = float(jx.size * jy.size) / 2.0, 1.0  # identical samples: no evidence
+                else:
+                    u, p = phase.mann_whitney(jx, jy)
+                d = phase.cliffs_delta(jx, jy)
+                rows.append(
+                    {
+                        "env": env,
+                        "model": model,
+                        "dd": int(dd),
+                        "sc_from": int(a),
+                        "sc_to": int(b),
+                        "cohens_h": float(h),
+                        "cohens_h_label": phase.cohens_h_label(float(h)),
+                        "mw_u": float(u),
+                        "mw_p": float(p),
+                        "hodges_lehmann": phase.hodges_lehmann(jx, jy),
+                        "cliffs_delta": d,
+                        "cliffs_delta_label": phase.cliffs_delta_label(d),
+                    }
+                )
+    if not rows:
+        return _empty(CONTRAST_COLUMNS)
+    out = pd.DataFrame(rows)
+    p = out["mw_p"].to_numpy(float)
+    out["mw_p_holm"] = phase.holm(p)
+    out["mw_p_bonferroni"] = phase.bonferroni(p)
+    out["mw_p_bh"] = phase.benjamini_hochberg(p)
+    return out[CONTRAST_COLUMNS]
+
+
+def lags(episodes: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for env, part in _by_env(episodes):
+        for model, sub in part.groupby("model", sort=True):
+            rows.append({"env": env, "model": model, **phase.lag_distribution(sub)})
+    return pd.DataFrame(rows, columns=LAG_COLUMNS) if rows else _empty(LAG_COLUMNS)
+
+
+def step_metrics(episodes: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for env, part in _by_env(episodes):
+        for (model, sc, dd), cell in part.groupby(["model", "sc", "dd"], sort=True):
+            types = cell["collapse_type"].value_counts()
+            rows.append(
+                {
+                    "env": env,
+                    "model": model,
+                    "sc": int(sc),
+                    "dd": int(dd),
+                    "episodes": len(cell),
+                    "mean_jaccard": float(cell["mean_jaccard"].mean()),
+                    "consistency_rate": float(cell["consistency_rate"].mean()),
+                    "dependency_accuracy": float(cell["dependency_accuracy"].mean()),
+                    "self_check_accuracy": float(cell["self_check_accuracy"].mean()),
+                    "invalid_per_episode": float(cell["invalid_actions"].mean()),
+                    **{f"{t}_collapses": int(types.get(t, 0)) for t in phase.COLLAPSE_TYPES},
+                }
+            )
+    return pd.DataFrame(rows, columns=STEP_COLUMNS) if rows else _empty(STEP_COLUMNS)
+
+
+def excluded(episodes: pd.DataFrame) -> pd.DataFrame:
+    """Per cell, how many episodes had T < L* and were left out of success rates."""
+    if episodes.empty:
+        return _empty(EXCLUDED_COLUMNS)
+    g = episodes.groupby(["env", "model", "sc", "dd"], sort=True)["horizon_short"]
+    out = g.agg(episodes="size", horizon_short="sum").reset_index()
+    return out[EXCLUDED_COLUMNS]
+
+
+def world_tables(
+    episodes: pd.DataFrame, bootstrap: int = 200, seed: int = 0, delta0: float = phase.CLIFF_MARGIN
+) -> dict[str, pd.DataFrame]:
+    """Every table above, by file name (``<run>/analysis/worlds_<name>.parquet``)."""
+    cells = grid(episodes)
+    return {
+        "grid": cells,
+        "critical_points": critical_points(episodes, bootstrap, seed),
+        "cliffs": cliff_table(cells, delta0),
+        "band_widths": band_widths(cells),
+        "contrasts": contrasts(episodes),
+        "lags": lags(episodes),
+        "step_metrics": step_metrics(episodes),
+        "excluded": excluded(episodes),
+    }

@@ -1,0 +1,218 @@
+"""One world-model episode, run and scored step by step (pure: no I/O, no clocks).
+
+The runner resets an environment, then at every step asks the agent for an
+:class:`~horizonbench.datasets.worlds.agents.AgentStep`, scores it against the gold
+state *the agent could know at that step* (``env.observable_gold()``: everything it
+was shown and that still holds as shown; never what it could not have seen), executes
+the action, and records what happened. Appendix G's per-step metrics:
+
+- ``jaccard``: world-state fidelity, Jaccard of the agent's state (in the
+  environment's canonical spelling) and the observable gold state; a step whose agent
+  kept no state scores 0, never "missing" (the reference code turned an unreadable
+  state into an empty one silently);
+- ``action_valid`` and ``error``: from the environment's gold check (an action text
+  that does not parse is invalid and labelled ``unknown_action`` by the environment);
+- ``consistent``: the agent's state breaks none of the world's invariants (an item in
+  two places...);
+- ``dependency_correct``: the declared preconditions equal the action's gold
+  preconditions (the *required* set, never the missing one), null when undeclared;
+- ``self_check_correct``: the agent's validity verdict equals the gold one, null when
+  it gave none.
+
+Per episode: success, steps, ``tau_W`` and ``tau_A`` on the same 0-based step index,
+their lag, collapse onset (the first bad step opening a 3-of-next-5 window, a bad step
+being invalid, inconsistent or dependency-wrong) and the collapse type, using
+:mod:`horizonbench.analysis.phase`; for the type, a step's world state is bad when it is
+inconsistent or its Jaccard is below 1/2, and its action is bad when it is invalid or
+its declared preconditions are wrong (a wrongly justified action is a planning error).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from horizonbench.analysis import phase
+from horizonbench.datasets.worlds.agents import Agent
+from horizonbench.datasets.worlds.base import (
+    Action,
+    BadText,
+    Fact,
+    StressSpec,
+    Task,
+    format_action,
+    parse_action,
+)
+
+#: the action a text that is no action at all is executed as: a verb no world has, so
+#: the environment labels it ``unknown_action`` and time passes
+UNREADABLE: Action = ("unreadable_action",)
+#: per-step action texts are cut to this length in the steps table
+MAX_ACTION_CHARS = 200
+
+
+def jaccard(a: frozenset[Fact] | set[Fact], b: frozenset[Fact] | set[Fact]) -> float:
+    """|a & b| / |a | b|; two empty states agree (1.0)."""
+    union = len(a | b)
+    return len(a & b) / union if union else 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeSpec:
+    """Which episode to run: the environment, the stress point, the seed and the
+    archetype, plus labels that go into the tables unchanged."""
+
+    env: str
+    spec: StressSpec
+    seed: int
+    archetype: int
+    variant: int
+    regime: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeResult:
+    """One episode's row and its per-step rows (column -> value mappings)."""
+
+    episode: dict[str, Any]
+    steps: list[dict[str, Any]]
+
+
+def episode_id(env: str, agent: str, seed: int) -> str:
+    """The id of one agent's episode on one world (the world is the seed's)."""
+    return f"{env}:{agent}:{seed:016x}"
+
+
+def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
+    """Run ``agent`` on the world of ``ep`` in ``env`` (an environment built for
+    ``ep.spec``) until the episode ends, and score it."""
+    observation, task = env.reset(ep.seed, ep.archetype)
+    agent.begin(observation, task, env if getattr(agent, "privileged", False) else None)
+    eid = episode_id(ep.env, agent.name, ep.seed)
+    rows: list[dict[str, Any]] = []
+    success = False
+    t = 0
+    while True:
+        known = frozenset(env.observable_gold())
+        branching = len(env.valid_actions())
+        move = agent.act(observation)
+        if move.state is None:
+            fidelity, consistent = 0.0, False
+        else:
+            believed = env.normalize(move.state)
+            fidelity = jaccard(believed, known)
+            consistent = not env.invariant_violations(believed)
+        text = move.action if isinstance(move.action, str) else ""
+        try:
+            action = parse_action(text)
+        except BadText:
+            action = UNREADABLE
+        gold_pre = env.preconditions(action)
+        dep_ok: bool | None = None
+        if move.preconditions is not None:
+            dep_ok = gold_pre is not None and phase.dependency_correct(
+                env.normalize(move.preconditions), gold_pre
+            )
+        result = env.step(action)
+        rows.append(
+            {
+                "episode_id": eid,
+                "env": ep.env,
+                "model": agent.name,
+                "seed": ep.seed,
+                "step": t,
+                "action": text[:MAX_ACTION_CHARS],
+                "action_read": format_action(action) if action != UNREADABLE else None,
+                "action_valid": bool(result.valid),
+                "error": result.error,
+                "jaccard": float(fidelity),
+                "state_size": -1 if move.state is None else len(move.state),
+                "gold_size": len(known),
+                "consistent": bool(consistent),
+                "dependency_correct": dep_ok,
+                "self_check_correct": None
+                if move.expects_valid is None
+                else bool(move.expects_valid) == bool(result.valid),
+                "valid_actions": branching,
+                "mutations": len(result.events),
+            }
+        )
+        t += 1
+        observation = result.observation
+        if result.done:
+            success = bool(result.success)
+            break
+    return EpisodeResult(_episode_row(ep, task, agent.name, eid, success, rows), rows)
+
+
+def _nan(value: int | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+def _episode_row(
+    ep: EpisodeSpec, task: Task, model: str, eid: str, success: bool, rows: list[dict[str, Any]]
+) -> dict[str, Any]:
+    R = np.array([r["jaccard"] for r in rows], dtype=float)
+    valid = np.array([r["action_valid"] for r in rows], dtype=bool)
+    consistent = np.array([r["consistent"] for r in rows], dtype=bool)
+    dep = np.array([r["dependency_correct"] is not False for r in rows], dtype=bool)
+    checks = [r["self_check_correct"] for r in rows]
+    tw, ta = phase.tau_w(R), phase.tau_a(valid)
+    bad = phase.bad_steps(valid, consistent, dep)
+    onset = phase.collapse_onset(bad)
+    world_bad = ~consistent | (R < phase.TAU_W_THRESHOLD)
+    self_bad = (
+        np.array([c is False for c in checks], dtype=bool) if any(c is not None for c in checks) else None
+    )
+    ctype = (
+        phase.collapse_type(world_bad, ~valid | ~dep, self_bad, onset=onset) if onset is not None else None
+    )
+    spec = ep.spec
+    errors: dict[str, int] = {}
+    for r in rows:
+        if r["error"]:
+            errors[r["error"]] = errors.get(r["error"], 0) + 1
+    first_error = next((r["error"] for r in rows if r["error"]), None)
+    checked = [c for c in checks if c is not None]
+    deps = [r["dependency_correct"] for r in rows if r["dependency_correct"] is not None]
+    return {
+        "episode_id": eid,
+        "env": ep.env,
+        "model": model,
+        "regime": ep.regime,
+        "sc": spec.sc,
+        "dd": spec.dd,
+        "horizon": spec.horizon,
+        "branching": spec.branching,
+        "observation": spec.observation,
+        "mutation": spec.mutation,
+        "archetype": ep.archetype,
+        "variant": ep.variant,
+        "seed": ep.seed,
+        "optimal_length": task.optimal_length,
+        "horizon_ratio": float(task.horizon_ratio),
+        "horizon_short": bool(task.horizon_short),
+        "success": bool(success),
+        "steps": len(rows),
+        "invalid_actions": int((~valid).sum()),
+        "first_error": first_error,
+        "error_counts": _format_counts(errors),
+        "mean_jaccard": float(R.mean()) if R.size else math.nan,
+        "final_jaccard": float(R[-1]) if R.size else math.nan,
+        "consistency_rate": float(consistent.mean()) if consistent.size else math.nan,
+        "dependency_accuracy": float(np.mean(deps)) if deps else math.nan,
+        "self_check_accuracy": float(np.mean(checked)) if checked else math.nan,
+        "tau_w": _nan(tw),
+        "tau_a": _nan(ta),
+        "lag": _nan(None if tw is None or ta is None else tw - ta),
+        "collapse_onset": _nan(onset),
+        "collapse_type": ctype,
+    }
+
+
+def _format_counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))

@@ -1,0 +1,137 @@
+"""World-model study stages: run the episodes on Dask in shards, validate the episodes
+and steps tables, write the phase-diagram analysis.
+
+Shards are fixed slices of the study's episode list (``worlds.shard_size``) and their
+results are concatenated in shard order, so the tables are the same bytes whatever the
+number of workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prefect import get_run_logger, task
+from prefect.cache_policies import NONE
+
+from horizonbench.analysis.worlds import world_tables
+from horizonbench.datasets.worlds.study import AgentSpec, run_shard
+from horizonbench.schemas.config import Config
+from horizonbench.schemas.tables import EPISODES_SCHEMA, STEPS_SCHEMA, WORLD_ANALYSIS_SCHEMAS
+from horizonbench.tasks import progress as prog
+from horizonbench.tasks.cluster import dask_client
+from horizonbench.tasks.storage import rows_to_table, staged, write_table
+
+EPISODES_REL = "episodes/part-0.parquet"
+STEPS_REL = "steps/part-0.parquet"
+WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
+
+
+def agent_specs(cfg: Config) -> list[AgentSpec]:
+    assert cfg.worlds is not None
+    return [
+        AgentSpec(a.name, a.kind, {} if a.capacity is None else {"capacity": a.capacity})
+        for a in cfg.worlds.agents
+    ]
+
+
+@task(name="world-episodes", cache_policy=NONE)
+def run_world_episodes(cfg: Config, run: str) -> dict[str, Any]:
+    """Run every agent on every episode of the study; stage the two tables."""
+    logger = get_run_logger()
+    assert cfg.worlds is not None
+    worlds = cfg.worlds
+    episodes = worlds.study().episodes(cfg.run.seed)
+    agents = agent_specs(cfg)
+    size = worlds.shard_size
+    shards = [episodes[i : i + size] for i in range(0, len(episodes), size)]
+    episode_rows: list[dict[str, Any]] = []
+    step_rows: list[dict[str, Any]] = []
+    with dask_client(cfg.dask) as client:
+        workers = len(client.scheduler_info().get("workers", {})) or cfg.dask.n_workers  # type: ignore[attr-defined]
+        window = max(2, 3 * workers * cfg.dask.threads_per_worker)
+        inflight: dict[int, Any] = {}
+        nxt = 0
+        with prog.progress("world episodes", len(episodes) * len(agents)) as bar:
+            try:
+                for i in range(len(shards)):
+                    while len(inflight) < window and nxt < len(shards):
+                        inflight[nxt] = client.submit(  # type: ignore[attr-defined]
+                            run_shard, shards[nxt], agents, worlds.horizon_factor, pure=False
+                        )
+                        nxt += 1
+                    eps, steps = inflight.pop(i).result()
+                    episode_rows.extend(eps)
+                    step_rows.extend(steps)
+                    bar.advance(len(eps))
+            finally:
+                for fut in inflight.values():
+                    fut.cancel()
+    run_dir = Path(run)
+    write_table(rows_to_table(episode_rows, EPISODES_SCHEMA), staged(run_dir, EPISODES_REL), "episodes")
+    write_table(rows_to_table(step_rows, STEPS_SCHEMA), staged(run_dir, STEPS_REL), "steps")
+    short = sum(r["horizon_short"] for r in episode_rows)
+    wins = sum(r["success"] for r in episode_rows)
+    logger.info(
+        "world episodes: %d (%d agents x %d worlds), %d won, %d steps, %d with T < L* (left out of rates)",
+        len(episode_rows),
+        len(agents),
+        len(episodes),
+        wins,
+        len(step_rows),
+        short,
+    )
+    return {
+        "episodes": len(episode_rows),
+        "worlds": len(episodes),
+        "agents": [a.name for a in agents],
+        "steps": len(step_rows),
+        "successes": wins,
+        "horizon_short": short,
+    }
+
+
+def frame_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
+    """A DataFrame as a table of ``schema`` through Python objects (no pandas dtypes
+    leak into the file; NaN in a float column stays NaN, missing text becomes null)."""
+    records = df[schema.names].astype(object).to_dict("records")
+    for rec in records:
+        for field in schema:
+            value = rec[field.name]
+            if not pa.types.is_floating(field.type) and value is not None and value != value:
+                rec[field.name] = None
+    return pa.Table.from_pylist(records, schema=schema)
+
+
+@task(name="world-analysis", cache_policy=NONE)
+def analyse_worlds(cfg: Config, run: str) -> dict[str, str]:
+    """The phase-diagram tables of :mod:`horizonbench.analysis.worlds`, written to
+    ``<run>/analysis/worlds_<name>.parquet``."""
+    logger = get_run_logger()
+    assert cfg.worlds is not None
+    run_dir = Path(run)
+    episodes = pq.read_table(run_dir / EPISODES_REL, schema=EPISODES_SCHEMA).to_pandas()
+    tables = world_tables(episodes, cfg.analysis.bootstrap, cfg.run.seed, cfg.worlds.delta0)
+    paths = {}
+    for name, df in tables.items():
+        dest = run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet"
+        write_table(frame_table(df, WORLD_ANALYSIS_SCHEMAS[name]), dest, f"analysis/worlds_{name}")
+        paths[name] = str(dest)
+    for r in tables["critical_points"].itertuples():
+        ci = "" if pd.isna(r.sc_star_low) else f" (bootstrap {r.sc_star_low:g} to {r.sc_star_high:g})"
+        value = f"{r.sc_star:.2f}" if pd.notna(r.sc_star) else f"not bracketed: {r.reason}"
+        logger.info("%s/%s dd=%d: sc* = %s%s", r.env, r.model, r.dd, value, ci)
+    return paths
+
+
+def read_world_analysis(run_dir: Path) -> dict[str, pd.DataFrame] | None:
+    """The world analysis tables of a run, or None when it has none."""
+    if not (run_dir / f"{WORLD_ANALYSIS_PREFIX}grid.parquet").exists():
+        return None
+    return {
+        name: pq.read_table(run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet", schema=schema).to_pandas()
+        for name, schema in WORLD_ANALYSIS_SCHEMAS.items()
+    }
