@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 import random
-import subprocess
-import sys
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -40,50 +37,14 @@ from horizonbench.datasets.worlds.tool_dag import (
     components,
     optimal_length,
 )
+from world_helpers import hash_seed_digests, make_env, replay, run_policy, search, trace
 
 GRID_SC = (5, 10, 20, 40)
 GRID_DD = (1, 2, 4, 6)
 
 
-def make(sc: int, dd: int, seed: int = 1, archetype: int = 0, **axes: object) -> ToolDAG:
-    axes.setdefault("horizon", 10_000)
-    env = ToolDAG(StressSpec(sc=sc, dd=dd, **axes))  # type: ignore[arg-type]
-    env.reset(seed, archetype)
-    return env
-
-
-def replay(env: ToolDAG, plan: Iterable[Action]) -> list[StepResult]:
-    results = []
-    for action in plan:
-        results.append(env.step(action))
-        assert results[-1].valid, (action, results[-1].error, results[-1].unmet)
-    return results
-
-
-def search(env: ToolDAG, forbid: Iterable[Action] = ()) -> int | None:
-    """Breadth-first search over the real dynamics from the current state: the length
-    of a shortest winning action sequence, or None if no winning state is reachable."""
-    forbid = set(forbid)
-    start = env.snapshot()
-    seen = {env.gold_state()}
-    queue = deque([(start, 0)])
-    try:
-        while queue:
-            snap, depth = queue.popleft()
-            env.restore(snap)
-            for action in env.valid_actions():
-                if action in forbid:
-                    continue
-                env.restore(snap)
-                result = env.step(action)
-                if result.success:
-                    return depth + 1
-                if result.gold not in seen:
-                    seen.add(result.gold)
-                    queue.append((env.snapshot(), depth + 1))
-        return None
-    finally:
-        env.restore(start)
+# every test starts from a reset ToolDAG on a long horizon
+make = partial(make_env, ToolDAG)
 
 
 def names_of(env: ToolDAG) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -591,24 +552,9 @@ def test_the_horizon_ends_an_episode_without_success() -> None:
 # --- observation modes --------------------------------------------------------------
 
 
-def _run(env: ToolDAG, seed: int, steps: int = 80) -> Iterator[StepResult]:
-    """A policy's step results, as they happen: the plan's next action 60% of the
-    time, else a random valid action (the plan is not restarted after mutations)."""
-    rng = random.Random(seed)
-    plan = list(env.optimal_plan())
-    for _ in range(steps):
-        if env.done:
-            return
-        if plan and rng.random() < 0.6:
-            action = plan.pop(0)
-        else:
-            action = rng.choice(env.valid_actions())
-        yield env.step(action)
-
-
 def test_clean_observations_are_the_gold_state() -> None:
     env = make(20, 4, seed=2, archetype=1, observation="clean", mutation="medium")
-    for r in _run(env, 1):
+    for r in run_policy(env, 1):
         assert r.observation.facts == r.gold and r.observation.injected == ()
         assert env.observable_gold() == frozenset(r.gold)
 
@@ -621,7 +567,7 @@ def test_partial_observations_show_the_touched_slots_never_hide_the_task() -> No
     assert {f for f in task.facts if f[0] == "requires"} == requires
     assert ("target", env.world.target) in task.facts
     smaller = 0
-    for r in _run(env, 2, steps=200):
+    for r in run_policy(env, 2, steps=200):
         obs = r.observation
         assert obs.task == task.facts and obs.injected == ()
         assert set(obs.facts) <= set(r.gold)  # partial hides, never lies
@@ -645,7 +591,7 @@ def test_partial_observation_with_mutation_loses_track_of_the_namespace() -> Non
     lost = unseen = 0
     for seed in range(6):
         env = make(20, 2, seed, archetype=seed, observation="partial", mutation="high")
-        for r in _run(env, seed, steps=120):
+        for r in run_policy(env, seed, steps=120):
             known = env.observable_gold()
             assert known <= frozenset(r.gold)
             lost += len(known) < len(r.gold)
@@ -663,7 +609,7 @@ def test_distractors_mention_only_names_that_do_not_exist() -> None:
     env = make(10, 2, seed=3, archetype=2, observation="distractor", mutation="low", branching=3)
     e = env._task.entities  # noqa: SLF001
     names = {n for kind in e.values() for n in kind}
-    results = list(_run(env, 3))
+    results = list(run_policy(env, 3))
     for r in results:
         injected = set(r.observation.injected)
         assert injected and injected <= set(r.observation.facts)
@@ -687,7 +633,7 @@ def test_conflicts_contradict_an_earlier_observation() -> None:
     env = make(20, 2, seed=4, archetype=3, observation="conflict", mutation="medium")
     conflicts = 0
     previous = set(env.gold_state())
-    for r in _run(env, 4, steps=150):
+    for r in run_policy(env, 4, steps=150):
         obs = r.observation
         assert len(obs.injected) <= 1
         assert set(obs.facts) - set(obs.injected) == set(r.gold)
@@ -764,7 +710,7 @@ def test_an_expired_value_must_be_recomputed() -> None:
     for seed in range(20):
         env = make(8, 2, seed, archetype=seed % 10, mutation="high")
         w = env.world
-        for r in _run(env, seed, steps=200):
+        for r in run_policy(env, seed, steps=200):
             for event in r.events:
                 name = event.split()[0]
                 if not event.endswith(" expired") or name not in w.producer:
@@ -789,21 +735,11 @@ def test_an_expired_value_must_be_recomputed() -> None:
 # --- determinism -------------------------------------------------------------------
 
 
-def _trace(spec: StressSpec, seed: int, archetype: int, policy_seed: int) -> list:
-    env = ToolDAG(spec)
-    obs, task = env.reset(seed, archetype)
-    out: list = [obs.facts, obs.injected, task.facts, task.text]
-    for r in _run(env, policy_seed, steps=60):
-        obs = r.observation
-        out.append((obs.facts, obs.injected, obs.message, r.gold, r.error, r.events))
-    return out
-
-
 def test_the_same_seed_gives_the_same_episode() -> None:
     for mode in ("clean", "partial", "distractor", "conflict"):
         spec = StressSpec(sc=20, dd=4, horizon=60, observation=mode, mutation="high")
-        assert _trace(spec, 77, 5, 1) == _trace(spec, 77, 5, 1)
-        assert _trace(spec, 77, 5, 1) != _trace(spec, 78, 5, 1)
+        assert trace(ToolDAG, spec, 77, 5, 1) == trace(ToolDAG, spec, 77, 5, 1)
+        assert trace(ToolDAG, spec, 77, 5, 1) != trace(ToolDAG, spec, 78, 5, 1)
 
 
 def test_archetypes_and_variants_give_different_worlds() -> None:
@@ -855,17 +791,7 @@ print(h.hexdigest())
 
 
 def test_episodes_do_not_depend_on_hash_randomisation() -> None:
-    digests = set()
-    for hash_seed in ("1", "2"):
-        env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-        cmd = [sys.executable, "-c", _DIGEST]
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-        digests.add(out.stdout.strip())
-    local: dict[str, object] = {}
-    code = _DIGEST.replace("print(h.hexdigest())", "digest = h.hexdigest()")
-    exec(compile(code, "<digest>", "exec"), local)  # noqa: S102 - our own constant code
-    digests.add(local["digest"])  # type: ignore[arg-type]
-    assert len(digests) == 1
+    assert len(hash_seed_digests(_DIGEST)) == 1
 
 
 # --- the task and agent-written states ---------------------------------------------
@@ -955,9 +881,9 @@ def test_snapshots_restore_the_whole_episode() -> None:
     env = make(20, 2, seed=8, archetype=8, observation="conflict", mutation="high")
     play(env, env.optimal_plan()[:10])
     snap = env.snapshot()
-    a = [(r.gold, r.observation.facts, r.events) for r in _run(env, 5, steps=30)]
+    a = [(r.gold, r.observation.facts, r.events) for r in run_policy(env, 5, steps=30)]
     env.restore(snap)
-    b = [(r.gold, r.observation.facts, r.events) for r in _run(env, 5, steps=30)]
+    b = [(r.gold, r.observation.facts, r.events) for r in run_policy(env, 5, steps=30)]
     assert a == b
     other = make(20, 2, seed=9, archetype=8)
     with pytest.raises(ValueError, match="another episode"):

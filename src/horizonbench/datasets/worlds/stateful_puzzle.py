@@ -137,13 +137,13 @@ from horizonbench.datasets.worlds.base import (
     SC_MIN,
     Action,
     Canonical,
+    EnvironmentBase,
     Fact,
     FactStore,
     Observation,
     Rng,
     State,
     StepResult,
-    StressSpec,
     Subgoal,
     Task,
     format_action,
@@ -747,7 +747,7 @@ def _loc_key(fact: Fact) -> Hashable:
     return "hands"
 
 
-class StatefulPuzzle:
+class StatefulPuzzle(EnvironmentBase[World]):
     """The StatefulPuzzle environment (see the module docstring). One instance runs one
     episode at a time; :meth:`reset` starts a new one."""
 
@@ -757,19 +757,10 @@ class StatefulPuzzle:
     #: the entity kinds ``sc`` counts (switches are fixtures; decoys come from branching)
     sc_kinds: ClassVar[tuple[str, ...]] = ("room", "container", "item")
 
-    def __init__(self, spec: StressSpec) -> None:
-        if not isinstance(spec, StressSpec):
-            raise TypeError("spec: must be a StressSpec")
-        self.spec = spec
-        self._world: World | None = None
-
     # -- reset ---------------------------------------------------------------------
 
     def reset(self, seed: int, archetype: int = 0) -> tuple[Observation, Task]:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed: must be a non-negative integer, got {seed!r}")
-        if isinstance(archetype, bool) or not isinstance(archetype, int) or not 0 <= archetype < N_ARCHETYPES:
-            raise ValueError(f"archetype: must be an integer in 0..{N_ARCHETYPES - 1}, got {archetype!r}")
+        self._check_reset(seed, archetype)
         spec = self.spec
         w = build_world(spec.sc, spec.dd, seed, archetype)
         self._world = w
@@ -838,12 +829,6 @@ class StatefulPuzzle:
         facts += [("off", s) for s in w.switches]
         facts += [("pending", s.name) for s in w.stages]
         return facts
-
-    @property
-    def _w(self) -> World:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        return self._world
 
     def _load(self, facts: Iterable[Fact]) -> None:
         """(Re)build every index from a whole state."""
@@ -1383,25 +1368,6 @@ class StatefulPuzzle:
             if all(f in store for f in self._pre(nxt) or ()):
                 acts.append(nxt)
         return tuple(sorted(set(acts)))
-
-    def optimal_plan(self) -> tuple[Action, ...]:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        return self._plan
-
-    @property
-    def t(self) -> int:
-        """Steps taken in this episode."""
-        return self._t
-
-    @property
-    def done(self) -> bool:
-        return self._over
-
-    @property
-    def world(self) -> World:
-        """The generated world (read-only), for baselines and tests."""
-        return self._w
 
     # -- agent-written states ------------------------------------------------------
 

@@ -156,13 +156,13 @@ from horizonbench.datasets.worlds.base import (
     SC_MIN,
     Action,
     Canonical,
+    EnvironmentBase,
     Fact,
     FactStore,
     Observation,
     Rng,
     State,
     StepResult,
-    StressSpec,
     Subgoal,
     Task,
     format_action,
@@ -548,7 +548,7 @@ def solve(sc: int, dd: int, seed: int, archetype: int) -> tuple[Action, ...]:
 # --- the environment ---------------------------------------------------------------
 
 
-class ToolDAG:
+class ToolDAG(EnvironmentBase[World]):
     """The ToolDAG environment (see the module docstring). One instance runs one
     episode at a time; :meth:`reset` starts a new one."""
 
@@ -558,19 +558,10 @@ class ToolDAG:
     #: the entity kinds ``sc`` counts (given inputs are constants; decoys come from branching)
     sc_kinds: ClassVar[tuple[str, ...]] = ("variable",)
 
-    def __init__(self, spec: StressSpec) -> None:
-        if not isinstance(spec, StressSpec):
-            raise TypeError("spec: must be a StressSpec")
-        self.spec = spec
-        self._world: World | None = None
-
     # -- reset ---------------------------------------------------------------------
 
     def reset(self, seed: int, archetype: int = 0) -> tuple[Observation, Task]:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed: must be a non-negative integer, got {seed!r}")
-        if isinstance(archetype, bool) or not isinstance(archetype, int) or not 0 <= archetype < N_ARCHETYPES:
-            raise ValueError(f"archetype: must be an integer in 0..{N_ARCHETYPES - 1}, got {archetype!r}")
+        self._check_reset(seed, archetype)
         spec = self.spec
         w = build_world(spec.sc, spec.dd, seed, archetype)
         dec = build_decoys(spec.sc, spec.dd, seed, archetype, spec.branching)
@@ -650,12 +641,6 @@ class ToolDAG:
             acts += [("bind", t, a, u) for u in self._by_type[ty]]
         acts.sort()
         return acts
-
-    @property
-    def _w(self) -> World:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        return self._world
 
     def _var_fact(self, u: str) -> Fact:
         tok = self._val[u]
@@ -1079,25 +1064,6 @@ class ToolDAG:
         if not self._won and val[self._target] == self._genuine[self._target]:
             insort(out, ("submit", self._target))
         return tuple(out)
-
-    def optimal_plan(self) -> tuple[Action, ...]:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        return self._plan
-
-    @property
-    def t(self) -> int:
-        """Steps taken in this episode."""
-        return self._t
-
-    @property
-    def done(self) -> bool:
-        return self._over
-
-    @property
-    def world(self) -> World:
-        """The generated world (read-only), for baselines and tests."""
-        return self._w
 
     @property
     def decoys(self) -> Decoys:
