@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from horizonbench.datasets.worlds.episode import EPISODE_INFO_DEFAULTS
 from horizonbench.schemas.expectations import episodes_suite, steps_suite
 from horizonbench.tasks.validate import validate_frame
 
@@ -138,11 +139,23 @@ def test_the_suites_catch_broken_world_tables(tmp_path):
             "lag": float("nan"),
             "collapse_onset": float("nan"),
             "collapse_type": None,
+            **EPISODE_INFO_DEFAULTS,
+            "outcome": "success",
         }
     ]
     result = validate_frame(pd.DataFrame(rows), "episodes", episodes_suite(["m"]), tmp_path)
     assert not result["success"]
     assert any("_impossible_win" in f for f in result["failures"])
+    assert not any("_outcome_consistent" in f for f in result["failures"])
+    # a budget stop without the numbers, and an outcome that contradicts success
+    for change in (
+        {"outcome": "budget_exceeded", "success": False, "steps": 8},
+        {"outcome": "failure", "steps": 8},
+    ):
+        bad = validate_frame(
+            pd.DataFrame([{**rows[0], **change}]), "episodes", episodes_suite(["m"]), tmp_path
+        )
+        assert any("_outcome_consistent" in f for f in bad["failures"]), change
     steps = pd.DataFrame(
         [
             {

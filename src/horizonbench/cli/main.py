@@ -183,7 +183,10 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         return _fail(str(err), 2)
     try:
-        if args.command != "generate":
+        # a dry run of a world study only builds worlds: it needs no key (the family
+        # estimate looks answers up in the store under the model's identity, so it does)
+        dry_worlds_only = getattr(args, "dry_run", False) and not cfg.families
+        if args.command != "generate" and not dry_worlds_only:
             _check_api_keys(cfg)
     except ConfigError as err:
         return _fail(str(err), 2)
@@ -258,14 +261,23 @@ def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
                 from horizonbench.tasks.estimate import estimate_rows, format_estimate
 
                 generate_flow(cfg, str(out))
-                print(format_estimate(estimate_rows(cfg, out)))
+                if cfg.families:
+                    print(format_estimate(estimate_rows(cfg, out)))
                 if cfg.worlds is not None:
+                    from horizonbench.tasks.world_models import world_estimate_rows
+
                     worlds = len(cfg.worlds.study().episodes(cfg.run.seed))
-                    agents = len(cfg.worlds.agents)
-                    print(
-                        f"world study: {worlds * agents} episodes "
-                        f"({agents} offline agents x {worlds} worlds), no calls"
-                    )
+                    offline = sum(1 for a in cfg.worlds.agents if a.kind != "model")
+                    if offline:
+                        print(
+                            f"world study: {worlds * offline} offline episodes "
+                            f"({offline} offline agents x {worlds} worlds), no calls"
+                        )
+                    rows = world_estimate_rows(cfg)
+                    if rows:
+                        from horizonbench.harness.estimate import format_world_estimate
+
+                        print(format_world_estimate(rows))
                 return 0
             result = pipeline(cfg, str(out))
     except ConfigError as err:  # e.g. an API key missing from the environment

@@ -15,15 +15,23 @@ from prefect.states import Failed
 from horizonbench.core.registry import get_family
 from horizonbench.schemas.config import Config, load_config, parse_config
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
+from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
 from horizonbench.tasks.analyse import analyse
 from horizonbench.tasks.evaluate import evaluate_models
 from horizonbench.tasks.generate import generate_instances
 from horizonbench.tasks.manifest import MANIFEST, git_sha, versions, write_manifest
 from horizonbench.tasks.report import REPORT_REL, build_report
 from horizonbench.tasks.score import SCORES_REL, score_attempts
-from horizonbench.tasks.storage import STAGING, promote, staged
+from horizonbench.tasks.storage import STAGING, promote, rows_to_table, staged, write_table
 from horizonbench.tasks.validate import validate_table
-from horizonbench.tasks.worlds import EPISODES_REL, STEPS_REL, analyse_worlds, run_world_episodes
+from horizonbench.tasks.world_models import WORLD_ATTEMPTS_REL, run_world_models, unfinished_summary
+from horizonbench.tasks.worlds import (
+    EPISODES_REL,
+    STEPS_REL,
+    analyse_worlds,
+    run_world_episodes,
+    write_world_tables,
+)
 
 
 def _resolve(config: dict[str, Any] | Config | str, out: str) -> tuple[Config, Path]:
@@ -144,23 +152,45 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     shutil.rmtree(run / STAGING, ignore_errors=True)
     if report:
         logger.info("report: %s", report)
+    problems = []
     if counts.get("attempts", {}).get("total", {}).get("failed"):
-        return Failed(message=missing_summary(counts["attempts"]))
+        problems.append(missing_summary(counts["attempts"]))
+    unfinished = unfinished_summary(counts.get("worlds", {}).get("models", {}))
+    if unfinished:
+        logger.warning("%s", unfinished)
+        problems.append(unfinished)
+    if problems:
+        return Failed(message="; ".join(problems))
     return str(run / REPORT_REL) if report else str(run)
 
 
 def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
-    """Episodes on Dask, both tables validated and promoted, then the analysis."""
+    """Offline agents on Dask, model agents through the harness; both tables
+    validated and promoted, then the analysis. Model episodes whose calls failed for
+    good are left out (and counted): the next run resumes them."""
     assert cfg.worlds is not None
-    stats = run_world_episodes(cfg, str(run))
-    models = [a.name for a in cfg.worlds.agents]
+    offline = run_world_episodes(cfg, str(run))
+    models = run_world_models(cfg, str(run))
+    write_world_tables(run, offline["episodes"] + models["episodes"], offline["steps"] + models["steps"])
+    if models["attempts"]:
+        write_table(
+            rows_to_table(models["attempts"], ATTEMPTS_SCHEMA), run / WORLD_ATTEMPTS_REL, "world attempts"
+        )
+    names = [a.name for a in cfg.worlds.agents]
     for rel, name, suite in (
-        (EPISODES_REL, "episodes", episodes_suite(models)),
+        (EPISODES_REL, "episodes", episodes_suite(names)),
         (STEPS_REL, "steps", steps_suite()),
     ):
         validate_table(str(staged(run, rel)), name, suite, str(run))
         promote(run, rel)
     analyse_worlds(cfg, str(run))
+    stats = dict(offline["stats"])
+    stats["episodes"] += len(models["episodes"])
+    stats["steps"] += len(models["steps"])
+    stats["successes"] += sum(r["success"] for r in models["episodes"])
+    stats["horizon_short"] += sum(r["horizon_short"] for r in models["episodes"])
+    stats["agents"] = names
+    stats["models"] = models["agents"]
     return stats
 
 
@@ -173,6 +203,25 @@ def _report_counts(counts: dict[str, Any]) -> dict[str, Any]:
         )
         out["world episodes won"] = w["successes"]
         out["world episodes with T < L* (left out of rates)"] = w["horizon_short"] or "none"
+        for name, c in w.get("models", {}).items():
+            out[f"{name}: world episodes"] = (
+                f"{c['finished']} of {c['episodes']} finished, {c['successes']} won, "
+                f"{c['budget_exceeded']} budget_exceeded"
+            )
+            out[f"{name}: harness calls"] = (
+                f"{c['calls']} ({c['reused']} reused), {c['repairs']} repairs, {c['fallbacks']} fallbacks"
+                + (
+                    f" ({', '.join(f'{k} {v}' for k, v in c['fallbacks_by_role'].items())})"
+                    if c["fallbacks"]
+                    else ""
+                )
+            )
+            out[f"{name}: tokens in / out"] = f"{c['input_tokens']} / {c['output_tokens']}"
+            out[f"{name}: cost (USD)"] = f"{c['cost_usd']:.4f} (this run {c['cost_usd_this_run']:.4f})"
+            if c["unfinished"]:
+                out[f"{name}: unfinished episodes (resumed by the next run)"] = c["unfinished"]
+            if c["stopped"]:
+                out[f"{name}: stopped"] = c["stopped"]
     for g in counts.get("generation", []):
         fam = g["family"]
         out[f"{fam}: instances"] = g["kept"]

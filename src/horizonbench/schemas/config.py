@@ -131,6 +131,9 @@ class ModelSpec(_Strict):
     batch: bool = False
     #: seconds between polls of a submitted batch
     batch_poll_s: float = Field(default=30.0, gt=0, le=3600)
+    #: the model's context window in tokens: a harness prompt that would not fit with
+    #: max_tokens to spare is recorded as budget_exceeded instead of being sent
+    context_tokens: int | None = Field(default=None, ge=1)
     settings: GenerationSettings | None = None
 
     def price(self) -> Price:
@@ -208,20 +211,50 @@ class AnalysisSpec(_Strict):
 
 
 class WorldAgentSpec(_Strict):
-    """An offline agent of a world study: ``oracle`` (perfect memory) or ``bounded``
-    (working memory of ``capacity`` entities; see datasets/worlds/agents.py)."""
+    """An agent of a world study: an offline ``oracle`` (perfect memory) or ``bounded``
+    (working memory of ``capacity`` entities; see datasets/worlds/agents.py), or a
+    ``model``: an entry of ``evaluation.models`` playing through the three-call harness
+    (harness/agent.py) with the given ``memory`` mode."""
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:@/+-]+$")
-    kind: Literal["oracle", "bounded"]
+    kind: Literal["oracle", "bounded", "model"]
     capacity: int | None = Field(default=None, ge=1, le=10_000)
+    #: kind model: the ``name`` of an ``evaluation.models`` entry
+    model: str | None = None
+    #: kind model: what the Planner remembers between steps
+    memory: Literal["structured", "summary", "transcript"] | None = None
 
     @model_validator(mode="after")
     def _capacity(self) -> WorldAgentSpec:
         if self.kind == "bounded" and self.capacity is None:
             raise ValueError("the bounded agent needs 'capacity'")
-        if self.kind == "oracle" and self.capacity is not None:
-            raise ValueError("the oracle agent takes no 'capacity'")
+        if self.kind != "bounded" and self.capacity is not None:
+            raise ValueError(f"the {self.kind} agent takes no 'capacity'")
+        if self.kind == "model" and self.model is None:
+            raise ValueError("model: a model agent names an evaluation.models entry")
+        if self.kind != "model" and (self.model is not None or self.memory is not None):
+            raise ValueError(f"the {self.kind} agent is offline: it takes no 'model' or 'memory'")
         return self
+
+    @property
+    def memory_mode(self) -> str:
+        return self.memory or "structured"
+
+
+class HarnessSpec(_Strict):
+    """Limits of the agent harness (the paper's Appendix F, per episode) and the repair
+    rule for malformed answers."""
+
+    #: output tokens one episode may spend, repairs included (the paper: 80k)
+    episode_output_tokens: int = Field(default=80_000, ge=1)
+    #: seconds of model calls one episode may spend (the paper: 30 minutes)
+    episode_wall_s: float = Field(default=1800.0, gt=0)
+    #: repair requests per malformed answer before the deterministic fallback (the paper: 3)
+    repairs: int = Field(default=3, ge=0, le=10)
+    #: the longest rolling summary, in words (summary memory mode)
+    summary_words: int = Field(default=150, ge=10, le=5000)
+    #: characters per token for the prompt-size and output-size checks
+    chars_per_token: float = Field(default=4.0, gt=0, le=20)
 
 
 _AXES = ("horizon", "branching", "observation", "mutation")
@@ -246,6 +279,7 @@ class WorldsSpec(_Strict):
     #: episodes per Dask task (fixed, so output never depends on worker count)
     shard_size: int = Field(default=25, ge=1, le=100_000)
     agents: list[WorldAgentSpec] = Field(min_length=1)
+    harness: HarnessSpec = HarnessSpec()
     #: the null margin of the one-sided Miettinen-Nurminen cliff test
     delta0: float = Field(default=0.30, ge=0, lt=1)
 
@@ -324,6 +358,25 @@ class Config(_Strict):
     def _some_family(self) -> Config:
         if not self.families and self.worlds is None:
             raise ValueError("give at least one family, or a 'worlds' study")
+        if self.worlds is not None:
+            models = {m.name: m for m in self.evaluation.models}
+            for i, agent in enumerate(self.worlds.agents):
+                if agent.kind != "model":
+                    continue
+                where = f"worlds.agents.{i}.model"
+                spec = models.get(agent.model or "")
+                if spec is None:
+                    known = ", ".join(models) or "none configured"
+                    raise ValueError(f"{where}: no evaluation.models entry named {agent.model!r} ({known})")
+                if spec.provider == "offline":
+                    raise ValueError(
+                        f"{where}: {agent.model!r} is an offline baseline; offline world agents are "
+                        "kind oracle or bounded"
+                    )
+                if spec.batch:
+                    raise ValueError(
+                        f"{where}: {agent.model!r} uses the batch API; harness steps must run live"
+                    )
         return self
 
 
@@ -332,9 +385,10 @@ def _format_error(err: ValidationError) -> str:
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     msg = first["msg"].removeprefix("Value error, ")
     # a section's own check names the field first ("sc: must be in 3..60"): put it in the path
-    field = re.match(r"([a-z_][a-z0-9_]*): (.*)", msg, re.S)
+    field = re.match(r"([a-z_][a-z0-9_.]*): (.*)", msg, re.S)
     if field and first["type"] == "value_error":
-        where, msg = f"{where}.{field.group(1)}", field.group(2)
+        path = field.group(1)
+        where, msg = (path if not first["loc"] else f"{where}.{path}"), field.group(2)
     more = len(err.errors()) - 1
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{where}: {msg}{tail}"

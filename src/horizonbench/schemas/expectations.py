@@ -145,12 +145,16 @@ def scores_suite(violations: tuple[str, ...]) -> Suite:
 WORLD_ENVS = ["stateful_puzzle", "graph_nav", "tool_dag"]
 _OBSERVATIONS = ["clean", "partial", "distractor", "conflict"]
 _MUTATIONS = ["static", "low", "medium", "high"]
+_OUTCOMES = ["success", "failure", "budget_exceeded"]
+_MEMORY_MODES = ["structured", "summary", "transcript"]
 _COLLAPSE_TYPES = ["world_state", "action_validity", "self_check", "compound"]
 
 
 def episodes_suite(models: list[str]) -> Suite:
     """The world-model episodes table: one row per agent episode, every axis in range,
-    no win shorter than the optimal plan or longer than the horizon, rates in [0, 1]."""
+    no win shorter than the optimal plan or longer than the horizon, rates in [0, 1];
+    the outcome agrees with success, only a ``budget_exceeded`` episode may have no step
+    and it always says which limit it reached, and fallbacks never outnumber calls."""
     return [
         ("ExpectTableRowCountToBeBetween", {"min_value": 1}),
         *_not_null(
@@ -166,7 +170,12 @@ def episodes_suite(models: list[str]) -> Suite:
         ("ExpectColumnValuesToBeBetween", {"column": "sc", "min_value": 3, "max_value": 60}),
         ("ExpectColumnValuesToBeBetween", {"column": "dd", "min_value": 1, "max_value": 12}),
         ("ExpectColumnValuesToBeBetween", {"column": "optimal_length", "min_value": 1}),
-        ("ExpectColumnValuesToBeBetween", {"column": "steps", "min_value": 1}),
+        ("ExpectColumnValuesToBeBetween", {"column": "steps", "min_value": 0}),
+        ("ExpectColumnValuesToBeInSet", {"column": "outcome", "value_set": _OUTCOMES}),
+        ("ExpectColumnValuesToBeInSet", {"column": "memory", "value_set": _MEMORY_MODES}),
+        ("ExpectColumnValuesToBeBetween", {"column": "calls", "min_value": 0}),
+        ("ExpectColumnValuesToBeBetween", {"column": "output_tokens", "min_value": 0}),
+        ("ExpectColumnValuesToBeInSet", {"column": "_outcome_consistent", "value_set": [True]}),
         ("ExpectColumnValuesToBeBetween", {"column": "mean_jaccard", "min_value": 0.0, "max_value": 1.0}),
         ("ExpectColumnValuesToBeBetween", {"column": "consistency_rate", "min_value": 0.0, "max_value": 1.0}),
         (
@@ -218,6 +227,13 @@ def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
         out["_rows_complete"] = ((rows == expected) & (sentinel == 1)).astype(bool)
     elif table == "episodes":
         out["_impossible_win"] = (out["success"] & (out["steps"] < out["optimal_length"])).astype(bool)
+        budget = out["outcome"] == "budget_exceeded"
+        out["_outcome_consistent"] = (
+            (out["success"] == (out["outcome"] == "success"))
+            & (budget == out["budget_detail"].notna())
+            & ((out["steps"] >= 1) | budget)
+            & (out["fallbacks"] <= out["calls"])
+        ).astype(bool)
     elif table == "steps":
         out["_error_matches_validity"] = (out["error"].isna() == out["action_valid"]).astype(bool)
         out["_steps_numbered"] = (out.groupby("episode_id", sort=False).cumcount() == out["step"]).astype(

@@ -246,6 +246,18 @@ EPISODES_SCHEMA = _schema(
     ("lag", _F),
     ("collapse_onset", _F),
     ("collapse_type", _S),
+    # success | failure | budget_exceeded (a harness limit: kept apart from collapse)
+    ("outcome", _S),
+    # the harness's memory mode and prompt version (null for offline agents)
+    ("memory", _S),
+    ("prompt_version", _S),
+    ("calls", _I),
+    ("repairs", _I),
+    ("fallbacks", _I),
+    ("input_tokens", _I),
+    ("output_tokens", _I),
+    ("wall_s", _F),
+    ("budget_detail", _S),
 )
 
 #: one row per step of an agent episode
@@ -267,6 +279,13 @@ STEPS_SCHEMA = _schema(
     ("self_check_correct", _B),
     ("valid_actions", _I),
     ("mutations", _I),
+    ("calls", _I),
+    ("repairs", _I),
+    # the harness calls of this step that fell back (comma-separated roles)
+    ("fallbacks", _S),
+    ("output_tokens", _I),
+    ("confidence", _F),
+    ("replan", _B),
 )
 
 _WORLD_CONTRAST = [

@@ -31,16 +31,19 @@ WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
 
 
 def agent_specs(cfg: Config) -> list[AgentSpec]:
+    """The study's offline agents (model agents play in tasks/world_models.py)."""
     assert cfg.worlds is not None
     return [
         AgentSpec(a.name, a.kind, {} if a.capacity is None else {"capacity": a.capacity})
         for a in cfg.worlds.agents
+        if a.kind != "model"
     ]
 
 
 @task(name="world-episodes", cache_policy=NONE)
 def run_world_episodes(cfg: Config, run: str) -> dict[str, Any]:
-    """Run every agent on every episode of the study; stage the two tables."""
+    """Run every offline agent on every episode of the study, in shards on Dask.
+    Returns the episode and step rows (shard order) and the counts."""
     logger = get_run_logger()
     assert cfg.worlds is not None
     worlds = cfg.worlds
@@ -50,48 +53,60 @@ def run_world_episodes(cfg: Config, run: str) -> dict[str, Any]:
     shards = [episodes[i : i + size] for i in range(0, len(episodes), size)]
     episode_rows: list[dict[str, Any]] = []
     step_rows: list[dict[str, Any]] = []
-    with dask_client(cfg.dask) as client:
-        workers = len(client.scheduler_info().get("workers", {})) or cfg.dask.n_workers  # type: ignore[attr-defined]
-        window = max(2, 3 * workers * cfg.dask.threads_per_worker)
-        inflight: dict[int, Any] = {}
-        nxt = 0
-        with prog.progress("world episodes", len(episodes) * len(agents)) as bar:
-            try:
-                for i in range(len(shards)):
-                    while len(inflight) < window and nxt < len(shards):
-                        inflight[nxt] = client.submit(  # type: ignore[attr-defined]
-                            run_shard, shards[nxt], agents, worlds.horizon_factor, pure=False
-                        )
-                        nxt += 1
-                    eps, steps = inflight.pop(i).result()
-                    episode_rows.extend(eps)
-                    step_rows.extend(steps)
-                    bar.advance(len(eps))
-            finally:
-                for fut in inflight.values():
-                    fut.cancel()
-    run_dir = Path(run)
-    write_table(rows_to_table(episode_rows, EPISODES_SCHEMA), staged(run_dir, EPISODES_REL), "episodes")
-    write_table(rows_to_table(step_rows, STEPS_SCHEMA), staged(run_dir, STEPS_REL), "steps")
+    if agents:
+        with dask_client(cfg.dask) as client:
+            workers = len(client.scheduler_info().get("workers", {})) or cfg.dask.n_workers  # type: ignore[attr-defined]
+            window = max(2, 3 * workers * cfg.dask.threads_per_worker)
+            inflight: dict[int, Any] = {}
+            nxt = 0
+            with prog.progress("world episodes", len(episodes) * len(agents)) as bar:
+                try:
+                    for i in range(len(shards)):
+                        while len(inflight) < window and nxt < len(shards):
+                            inflight[nxt] = client.submit(  # type: ignore[attr-defined]
+                                run_shard, shards[nxt], agents, worlds.horizon_factor, pure=False
+                            )
+                            nxt += 1
+                        eps, steps = inflight.pop(i).result()
+                        episode_rows.extend(eps)
+                        step_rows.extend(steps)
+                        bar.advance(len(eps))
+                finally:
+                    for fut in inflight.values():
+                        fut.cancel()
     short = sum(r["horizon_short"] for r in episode_rows)
     wins = sum(r["success"] for r in episode_rows)
-    logger.info(
-        "world episodes: %d (%d agents x %d worlds), %d won, %d steps, %d with T < L* (left out of rates)",
-        len(episode_rows),
-        len(agents),
-        len(episodes),
-        wins,
-        len(step_rows),
-        short,
-    )
+    if agents:
+        logger.info(
+            "world episodes: %d (%d offline agents x %d worlds), %d won, %d steps, "
+            "%d with T < L* (left out of rates)",
+            len(episode_rows),
+            len(agents),
+            len(episodes),
+            wins,
+            len(step_rows),
+            short,
+        )
     return {
-        "episodes": len(episode_rows),
-        "worlds": len(episodes),
-        "agents": [a.name for a in agents],
-        "steps": len(step_rows),
-        "successes": wins,
-        "horizon_short": short,
+        "episodes": episode_rows,
+        "steps": step_rows,
+        "stats": {
+            "episodes": len(episode_rows),
+            "worlds": len(episodes),
+            "agents": [a.name for a in agents],
+            "steps": len(step_rows),
+            "successes": wins,
+            "horizon_short": short,
+        },
     }
+
+
+def write_world_tables(
+    run: Path, episode_rows: list[dict[str, Any]], step_rows: list[dict[str, Any]]
+) -> None:
+    """Stage the episodes and steps tables (validated and promoted by the flow)."""
+    write_table(rows_to_table(episode_rows, EPISODES_SCHEMA), staged(run, EPISODES_REL), "episodes")
+    write_table(rows_to_table(step_rows, STEPS_SCHEMA), staged(run, STEPS_REL), "steps")
 
 
 def frame_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:

@@ -60,6 +60,14 @@ class AgentStep:
     expects_valid: bool | None = None
 
 
+class AgentStopped(Exception):
+    """Raised by an agent's ``act`` when the episode must end before the agent could
+    act (a harness budget, say): the runner ends the episode with ``outcome`` and the
+    message as its detail, keeping the steps already scored."""
+
+    outcome = "stopped"
+
+
 @runtime_checkable
 class Agent(Protocol):
     """What the episode runner drives. ``name`` labels the agent in every table."""

@@ -19,12 +19,19 @@ the action, and records what happened. Appendix G's per-step metrics:
 - ``self_check_correct``: the agent's validity verdict equals the gold one, null when
   it gave none.
 
-Per episode: success, steps, ``tau_W`` and ``tau_A`` on the same 0-based step index,
+Per episode: the outcome (``success``, ``failure``, or the agent's own stop such as
+``budget_exceeded``, which says nothing about the agent's world model and is kept
+apart from failures), success, steps, ``tau_W`` and ``tau_A`` on the same 0-based step index,
 their lag, collapse onset (the first bad step opening a 3-of-next-5 window, a bad step
 being invalid, inconsistent or dependency-wrong) and the collapse type, using
 :mod:`horizonbench.analysis.phase`; for the type, a step's world state is bad when it is
 inconsistent or its Jaccard is below 1/2, and its action is bad when it is invalid or
 its declared preconditions are wrong (a wrongly justified action is a planning error).
+
+An agent that calls a model (the harness) also has ``step_info()`` and
+``episode_info()``: calls, repairs, fallbacks, tokens, memory mode, prompt version,
+added to the step and episode rows; offline agents record the defaults below. An agent
+may end the episode early by raising :class:`AgentStopped` from ``act``.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from horizonbench.analysis import phase
-from horizonbench.datasets.worlds.agents import Agent
+from horizonbench.datasets.worlds.agents import Agent, AgentStopped
 from horizonbench.datasets.worlds.base import (
     Action,
     BadText,
@@ -53,6 +60,28 @@ from horizonbench.datasets.worlds.base import (
 UNREADABLE: Action = ("unreadable_action",)
 #: per-step action texts are cut to this length in the steps table
 MAX_ACTION_CHARS = 200
+
+#: what an agent without ``step_info`` / ``episode_info`` (an offline agent) records
+#: in the columns the harness fills: no calls, no memory mode
+STEP_INFO_DEFAULTS: Mapping[str, Any] = {
+    "calls": 0,
+    "repairs": 0,
+    "fallbacks": None,
+    "output_tokens": 0,
+    "confidence": None,
+    "replan": None,
+}
+EPISODE_INFO_DEFAULTS: Mapping[str, Any] = {
+    "memory": None,
+    "prompt_version": None,
+    "calls": 0,
+    "repairs": 0,
+    "fallbacks": 0,
+    "input_tokens": 0,
+    "output_tokens": 0,
+    "wall_s": 0.0,
+    "budget_detail": None,
+}
 
 
 def jaccard(a: frozenset[Fact] | set[Fact], b: frozenset[Fact] | set[Fact]) -> float:
@@ -95,11 +124,17 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
     eid = episode_id(ep.env, agent.name, ep.seed)
     rows: list[dict[str, Any]] = []
     success = False
+    stopped: str | None = None
+    step_info = getattr(agent, "step_info", None)
     t = 0
     while True:
         known = frozenset(env.observable_gold())
         branching = len(env.valid_actions())
-        move = agent.act(observation)
+        try:
+            move = agent.act(observation)
+        except AgentStopped as stop:
+            stopped = stop.outcome
+            break
         if move.state is None:
             fidelity, consistent = 0.0, False
         else:
@@ -139,6 +174,7 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
                 else bool(move.expects_valid) == bool(result.valid),
                 "valid_actions": branching,
                 "mutations": len(result.events),
+                **{**STEP_INFO_DEFAULTS, **(step_info() if step_info else {})},
             }
         )
         t += 1
@@ -146,7 +182,11 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
         if result.done:
             success = bool(result.success)
             break
-    return EpisodeResult(_episode_row(ep, task, agent.name, eid, success, rows), rows)
+    row = _episode_row(ep, task, agent.name, eid, success, rows)
+    row["outcome"] = stopped or ("success" if success else "failure")
+    episode_info = getattr(agent, "episode_info", None)
+    row.update({**EPISODE_INFO_DEFAULTS, **(episode_info() if episode_info else {})})
+    return EpisodeResult(row, rows)
 
 
 def _nan(value: int | None) -> float:
