@@ -31,6 +31,7 @@ bench: install
 	$(BIN)/python benchmarks/evaluation.py
 	$(BIN)/python benchmarks/puzzles.py
 	$(BIN)/python benchmarks/worlds.py
+	$(BIN)/python benchmarks/harness.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

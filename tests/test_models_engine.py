@@ -520,3 +520,43 @@ def test_a_slow_model_does_not_hold_up_the_others(tmp_path: Path) -> None:
     assert order.count("fast-model") == 30 and order.count("slow-model") == 4
     second_slow = [i for i, m in enumerate(order) if m == "slow-model"][1]
     assert all(i < second_slow for i, m in enumerate(order) if m == "fast-model")
+
+
+class _SlowCounting:
+    """Answers after 20 ms and counts its calls (thread-safe)."""
+
+    name = "slow"
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def identity(self) -> dict[str, Any]:
+        return {"provider": "test", "model": "slow"}
+
+    def complete(self, request: AttemptRequest) -> Completion:
+        with self._lock:
+            self.calls += 1
+        time.sleep(0.02)
+        return Completion(text="ok", finish_reason="stop")
+
+
+def test_an_interrupt_before_the_wait_still_stops_every_thread(tmp_path):
+    """A Ctrl-C that lands after the attempts were submitted but before Evaluation.run
+    waits (a loaded machine can be slow to get there) must stop the pools too; without
+    the guard the threads would send every remaining attempt before the process exits."""
+    model = _SlowCounting()
+    with AttemptStore(tmp_path / "s.sqlite") as store:
+        runner = runner_for(model, store, max_concurrency=2)
+        evaluation = Evaluation(grace_s=1.0)
+        with pytest.raises(EvaluationInterrupted) as info:
+            with evaluation.guard(200):
+                submit_attempts(evaluation, runner, _requests(200))
+                time.sleep(0.2)
+                raise KeyboardInterrupt
+        calls_then = model.calls
+        time.sleep(0.3)
+        assert model.calls == calls_then  # nothing was sent after the interrupt
+        assert calls_then < 60
+        assert 0 < info.value.done <= calls_then
+        assert info.value.total == 200

@@ -31,8 +31,9 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -377,11 +378,28 @@ def attempt_row(outcome: Outcome, model: str) -> dict[str, Any]:
     }
 
 
+class TrackedPool:
+    """A runner's thread pool that remembers every future it was given, so an
+    interrupt can wind them all down, even before :meth:`Evaluation.run` waits."""
+
+    def __init__(self, pool: ThreadPoolExecutor, futures: list[Future[Any]]) -> None:
+        self._pool = pool
+        self._futures = futures
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut = self._pool.submit(fn, *args, **kwargs)
+        self._futures.append(fut)
+        return fut
+
+
 @dataclass
 class Evaluation:
     """Several models at once, each with its own pool, limits and progress; one cancel.
 
-    ``on_progress(model name, done)`` is called from the calling thread only.
+    ``on_progress(model name, done)`` is called from the calling thread only. Callers
+    submit work and then :meth:`run`; wrapping both in :meth:`guard` makes a Ctrl-C
+    that lands between the first submit and the wait stop the threads too (they would
+    otherwise finish every attempt before the process could exit).
     """
 
     grace_s: float = 10.0
@@ -389,13 +407,27 @@ class Evaluation:
     cancel: threading.Event = field(default_factory=threading.Event)
     _pools: list[ThreadPoolExecutor] = field(default_factory=list)
     _runners: list[ModelRunner] = field(default_factory=list)
+    _futures: list[Future[Any]] = field(default_factory=list)
 
-    def pool(self, runner: ModelRunner, workers: int) -> ThreadPoolExecutor:
+    def pool(self, runner: ModelRunner, workers: int) -> TrackedPool:
         runner.cancel = self.cancel
         pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix=f"hb-{runner.name}"[:40])
         self._pools.append(pool)
         self._runners.append(runner)
-        return pool
+        return TrackedPool(pool, self._futures)
+
+    @contextmanager
+    def guard(self, total: int) -> Iterator[None]:
+        """Around submitting and :meth:`run`: any interrupt stops every try, keeps the
+        answers that arrive within the grace period and raises EvaluationInterrupted."""
+        try:
+            yield
+        except EvaluationInterrupted:
+            raise
+        except BaseException:
+            owner = dict.fromkeys(self._futures, "")
+            self._wind_down(owner, total)
+            raise EvaluationInterrupted(self._answered_count(owner), total) from None
 
     def stop(self) -> None:
         """Stop new tries everywhere (safe from any thread)."""
@@ -513,13 +545,14 @@ def evaluate(
         on_progress=(lambda _name, done: on_progress(done)) if on_progress else None,
         cancel=runner.cancel,
     )
-    outcomes, futures, todo = submit_attempts(evaluation, runner, requests)
-    reused = len(requests) - len(todo)
-    if on_progress is not None and reused:
-        on_progress(reused)
-    if evaluation.on_progress is not None:
-        evaluation.on_progress = lambda _name, done: on_progress(reused + done)  # type: ignore[misc]
-    evaluation.run([(runner.name, futures)], len(requests))
+    with evaluation.guard(len(requests)):
+        outcomes, futures, todo = submit_attempts(evaluation, runner, requests)
+        reused = len(requests) - len(todo)
+        if on_progress is not None and reused:
+            on_progress(reused)
+        if evaluation.on_progress is not None:
+            evaluation.on_progress = lambda _name, done: on_progress(reused + done)  # type: ignore[misc]
+        evaluation.run([(runner.name, futures)], len(requests))
     for i, fut in zip(todo, futures, strict=True):
         outcomes[i] = fut.result()
     return [o for o in outcomes if o is not None]
@@ -572,7 +605,8 @@ def converse(
     )
     if not conversations:
         return []
-    pool = evaluation.pool(runner, min(runner.max_concurrency, len(conversations)))
-    futures = [pool.submit(run_conversation, runner, c, max_turns) for c in conversations]
-    evaluation.run([(runner.name, futures)], len(conversations))
+    with evaluation.guard(len(conversations)):
+        pool = evaluation.pool(runner, min(runner.max_concurrency, len(conversations)))
+        futures = [pool.submit(run_conversation, runner, c, max_turns) for c in conversations]
+        evaluation.run([(runner.name, futures)], len(conversations))
     return [fut.result() for fut in futures]

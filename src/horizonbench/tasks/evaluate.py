@@ -237,35 +237,36 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
         items = [(f"evaluate {spec.name}", units[spec.name]) for spec in specs]
         plans: dict[str, tuple[list[Outcome | None], list[Any], list[int]]] = {}
         episodes: dict[str, list[Any]] = {}
-        for spec in specs:
-            runner, reqs = runners[spec.name], requests[spec.name]
-            if spec.batch:
-                plans[spec.name] = submit_batch_job(evaluation, runner, reqs, poll_s=spec.batch_poll_s)
-            else:
-                plans[spec.name] = submit_attempts(evaluation, runner, reqs)
-            # rollout steps depend on the last answer, so they always run live (a batch
-            # API would take hours per step)
-            convs = conversations[spec.name]
-            episodes[spec.name] = []
-            if convs:
-                pool = evaluation.pool(runner, min(runner.max_concurrency, len(convs)))
-                episodes[spec.name] = [pool.submit(run_conversation, runner, c, 10_000) for c in convs]
-        with prog.progress_group(items) as bars:
-            bar_of = dict(zip(runners, bars, strict=True))
-            shown = dict.fromkeys(runners, 0)
+        with evaluation.guard(sum(units.values())):
+            for spec in specs:
+                runner, reqs = runners[spec.name], requests[spec.name]
+                if spec.batch:
+                    plans[spec.name] = submit_batch_job(evaluation, runner, reqs, poll_s=spec.batch_poll_s)
+                else:
+                    plans[spec.name] = submit_attempts(evaluation, runner, reqs)
+                # rollout steps depend on the last answer, so they always run live (a batch
+                # API would take hours per step)
+                convs = conversations[spec.name]
+                episodes[spec.name] = []
+                if convs:
+                    pool = evaluation.pool(runner, min(runner.max_concurrency, len(convs)))
+                    episodes[spec.name] = [pool.submit(run_conversation, runner, c, 10_000) for c in convs]
+            with prog.progress_group(items) as bars:
+                bar_of = dict(zip(runners, bars, strict=True))
+                shown = dict.fromkeys(runners, 0)
 
-            def on_progress(name: str, done: int) -> None:
-                # done counts this run's futures; stored answers count from the start
-                now = len(requests[name]) - len(plans[name][2]) + done
-                bar_of[name].advance(now - shown[name])
-                shown[name] = now
+                def on_progress(name: str, done: int) -> None:
+                    # done counts this run's futures; stored answers count from the start
+                    now = len(requests[name]) - len(plans[name][2]) + done
+                    bar_of[name].advance(now - shown[name])
+                    shown[name] = now
 
-            for name in runners:
-                on_progress(name, 0)
-            evaluation.on_progress = on_progress
-            evaluation.run(
-                [(name, [*plan[1], *episodes[name]]) for name, plan in plans.items()], sum(units.values())
-            )
+                for name in runners:
+                    on_progress(name, 0)
+                evaluation.on_progress = on_progress
+                evaluation.run(
+                    [(name, [*plan[1], *episodes[name]]) for name, plan in plans.items()], sum(units.values())
+                )
         for spec in specs:
             outcomes, futures, todo = plans[spec.name]
             if spec.batch:

@@ -171,25 +171,26 @@ def run_world_models(cfg: Config, run: str) -> dict[str, Any]:
                 )
         evaluation = Evaluation(grace_s=cfg.evaluation.interrupt_grace_s)
         work = []
-        for agent in agents:
-            runner = runners[model_spec(cfg, agent).name]
-            settings = harness_settings(cfg, agent)
-            pool = evaluation.pool(runner, min(runner.max_concurrency, len(episodes)))
-            futures = [
-                pool.submit(play_episode, runner.attempt, agent, settings, ep, cfg.run.seed)
-                for ep in episodes
-            ]
-            work.append((agent.name, futures))
-        with prog.progress_group([(f"world episodes {a.name}", len(episodes)) for a in agents]) as bars:
-            bar_of = dict(zip([a.name for a in agents], bars, strict=True))
-            shown = dict.fromkeys(bar_of, 0)
+        with evaluation.guard(len(agents) * len(episodes)):
+            for agent in agents:
+                runner = runners[model_spec(cfg, agent).name]
+                settings = harness_settings(cfg, agent)
+                pool = evaluation.pool(runner, min(runner.max_concurrency, len(episodes)))
+                futures = [
+                    pool.submit(play_episode, runner.attempt, agent, settings, ep, cfg.run.seed)
+                    for ep in episodes
+                ]
+                work.append((agent.name, futures))
+            with prog.progress_group([(f"world episodes {a.name}", len(episodes)) for a in agents]) as bars:
+                bar_of = dict(zip([a.name for a in agents], bars, strict=True))
+                shown = dict.fromkeys(bar_of, 0)
 
-            def on_progress(name: str, done: int) -> None:
-                bar_of[name].advance(done - shown[name])
-                shown[name] = done
+                def on_progress(name: str, done: int) -> None:
+                    bar_of[name].advance(done - shown[name])
+                    shown[name] = done
 
-            evaluation.on_progress = on_progress
-            evaluation.run(work, len(agents) * len(episodes))
+                evaluation.on_progress = on_progress
+                evaluation.run(work, len(agents) * len(episodes))
         for agent, (_, futures) in zip(agents, work, strict=True):
             spec = model_spec(cfg, agent)
             played = [f.result() for f in futures]
