@@ -53,6 +53,9 @@ def test_episodes_with_a_short_horizon_never_count():
     assert row["successes"] == a["success"].sum() and row["p"] == pytest.approx(a["success"].mean())
     ex = worlds.excluded(eps)
     assert (ex["horizon_short"] == 2).all() and (ex["episodes"] == 40).all()
+    # offline agents (no outcome column here) never hit a harness limit
+    assert (ex["budget_exceeded"] == 0).all() and (ex["measured"] == cells["n"]).all()
+    assert worlds.harness(eps).empty
 
 
 def test_contrasts_match_scipy_and_the_adjustments_are_over_the_whole_table():

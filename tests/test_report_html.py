@@ -9,7 +9,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from horizonbench.analysis import summary
+from horizonbench.analysis import summary, worlds
+from horizonbench.reports import plots
 from horizonbench.reports.html import MAX_RESPONSE_CHARS, render_report
 from horizonbench.schemas.tables import SCORES_SCHEMA
 
@@ -225,3 +226,110 @@ def test_two_renders_are_byte_identical() -> None:
     first = render_report(**_inputs(scores, examples))
     second = render_report(**_inputs(scores, examples))
     assert first.encode() == second.encode()
+
+
+# --- world studies with model agents (the harness part) ------------------------------
+
+HOSTILE_MODEL = "gpt<script>alert(2)</script>"
+HOSTILE_LIMIT = "planner: <script>alert(3)</script> context exceeded"
+
+
+def _world_tables(with_models: bool) -> dict[str, pd.DataFrame]:
+    """graph_nav with an offline agent, and (``with_models``) two memory modes of a model
+    whose name and budget details are hostile; tool_dag offline only."""
+    from test_analysis_harness import episode, frame
+
+    rows = []
+    for sc in (5, 10, 15):
+        for i in range(4):
+            rows.append(episode("oracle", sc, "success", n=i))
+            rows.append(
+                {**episode("bounded-8", sc, "failure" if sc > 5 else "success", n=i), "env": "tool_dag"}
+            )
+            if with_models:
+                stop = sc == 15 or (sc == 10 and i == 0)
+                rows.append(
+                    episode(
+                        HOSTILE_MODEL,
+                        sc,
+                        "budget_exceeded" if stop else ("success" if sc == 5 else "failure"),
+                        n=i,
+                        memory="structured",
+                        prompt_version="v1",
+                        calls=30,
+                        repairs=2,
+                        fallbacks=1,
+                        budget_detail=HOSTILE_LIMIT if stop else None,
+                    )
+                )
+                rows.append(
+                    episode(
+                        "gpt-summary",
+                        sc,
+                        "success" if sc < 15 else "failure",
+                        n=i,
+                        memory="summary",
+                        calls=20,
+                    )
+                )
+    return worlds.world_tables(frame(rows), bootstrap=0)
+
+
+def _world_section(html: str, env: str) -> str:
+    start = html.index(f'<section id="world-{env}">')
+    return html[start : html.index("</section>", start)]
+
+
+def test_the_harness_part_compares_memory_modes_and_escapes_model_text() -> None:
+    html = render_report(**_inputs(_scores()), worlds=_world_tables(with_models=True))
+    assert "<script" not in html.lower()
+    assert not EXTERNAL_REF.search(html)
+    assert "gpt&lt;script&gt;alert(2)&lt;/script&gt;" in html
+    assert "planner: &lt;script&gt;alert(3)&lt;/script&gt; context exceeded" in html
+    graph_nav = _world_section(html, "graph_nav")
+    assert 'id="world-graph_nav-harness"' in graph_nav
+    assert "harness limit, not collapse" in graph_nav and "Harness limits, not collapse" in graph_nav
+    part = graph_nav[graph_nav.index('id="world-graph_nav-harness"') :]
+    # both memory modes side by side, the calls table, and the cells with budget stops
+    assert "structured" in part and "summary" in part
+    for header in ("repairs", "fallbacks", "calls / step", "budget_exceeded (left out)"):
+        assert f">{header}</th>" in part, header
+    budget = part[part.index("Harness limits, not collapse") : part.index("Calls, repairs and fallbacks")]
+    cells = re.findall(r"<tr><td>([^<]*)</td><td[^>]*>(\d+)</td><td[^>]*>(\d+)</td>", budget)
+    assert cells == [
+        ("gpt&lt;script&gt;alert(2)&lt;/script&gt;", "10", "1"),
+        ("gpt&lt;script&gt;alert(2)&lt;/script&gt;", "15", "1"),
+    ]
+    # the cell where every episode hit a limit has no success rate (no row, not 0%)
+    cells_table = graph_nav[graph_nav.index("<h3>Cells</h3>") : graph_nav.index("<h3>Cliffs")]
+    rows = re.findall(
+        r"<tr><td>gpt&lt;script&gt;alert\(2\)&lt;/script&gt;</td><td[^>]*>(\d+)</td>", cells_table
+    )
+    assert rows == ["5", "10"]
+    # only the environment the model agents played has the part; the page stays valid
+    assert "harness" not in _world_section(html, "tool_dag").lower()
+    assert html.count('id="world-graph_nav-harness"') == 1
+    ids = re.findall(r'\bid="([^"]+)"', html)
+    assert len(ids) == len(set(ids))
+
+
+def test_no_harness_part_without_model_agents() -> None:
+    html = render_report(**_inputs(_scores()), worlds=_world_tables(with_models=False))
+    assert 'id="world-graph_nav"' in html and 'id="world-tool_dag"' in html
+    assert "-harness" not in html and "Harness" not in html and "not collapse" not in html
+
+
+def test_two_world_renders_with_model_agents_are_byte_identical() -> None:
+    tables = _world_tables(with_models=True)
+    first = render_report(**_inputs(_scores()), worlds=tables)
+    assert first.encode() == render_report(**_inputs(_scores()), worlds=tables).encode()
+
+
+def test_the_phase_diagram_marks_cells_stopped_by_a_harness_limit() -> None:
+    tables = _world_tables(with_models=True)
+    plain = plots.phase_diagram_svg(tables["grid"], "graph_nav", tables["critical_points"])
+    marked = plots.phase_diagram_svg(
+        tables["grid"], "graph_nav", tables["critical_points"], tables["excluded"]
+    )
+    assert "harness" not in plain and "harness" in marked
+    assert "+1 limit" in marked  # sc 10: 3 measured, 1 stopped

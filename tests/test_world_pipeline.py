@@ -92,8 +92,11 @@ def test_a_world_study_runs_end_to_end_the_same_bytes_on_one_or_two_workers(tmp_
         "lags",
         "step_metrics",
         "excluded",
+        "harness",
     ):
         assert (one / "analysis" / f"worlds_{name}.parquet").exists(), name
+    # offline agents only: the harness table is there, with its columns and no row
+    assert pq.read_table(one / "analysis/worlds_harness.parquet").num_rows == 0
     crit = pq.read_table(one / "analysis/worlds_critical_points.parquet").to_pandas()
     b = crit[crit["model"] == "bounded-12"]
     assert len(b) == 3 * 2 and b["sc_star"].between(11, 14).all()

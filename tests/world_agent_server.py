@@ -109,7 +109,6 @@ class WorldAgentPlayer:
     malformed: set[tuple[str, int]] = field(default_factory=set)
     always_bad: set[tuple[str, int]] = field(default_factory=set)
     too_long: set[tuple[str, int]] = field(default_factory=set)
-    state_key_in_planner: bool = True
 
     def __post_init__(self) -> None:
         self.traces: dict[str, list[AgentStep]] = {}

@@ -2,9 +2,14 @@
 
 Each function takes the episodes table (one row per agent episode, see
 ``schemas.tables.EPISODES_SCHEMA``) and returns a DataFrame with a leading ``env``
-column, so one study can hold several environments without pooling them. Episodes
-flagged ``horizon_short`` (T < L*: no agent could win) never enter a success rate;
-:func:`excluded` counts them per cell so the report can say so.
+column, so one study can hold several environments without pooling them. Two kinds of
+episode never enter a success rate, a critical point, a cliff test, a contrast, a lag
+or the per-step metrics: those flagged ``horizon_short`` (T < L*: no agent could win)
+and those whose outcome is ``budget_exceeded`` (a model agent hit a harness limit:
+context, output tokens or wall time, which says nothing about its world model and must
+not read as collapse). :func:`excluded` counts both per cell, each under its own reason.
+A cell whose episodes were all left out has no row in :func:`grid` (no rate at all,
+rather than a rate of 0).
 
 - :func:`grid`: success per (env, model, sc, dd) cell with Wilson intervals;
 - :func:`critical_points`: sc* per (env, model, dd), the first 50% crossing
@@ -17,7 +22,11 @@ flagged ``horizon_short`` (T < L*: no agent could win) never enter a success rat
   Benjamini-Hochberg adjusted over the whole table), its Hodges-Lehmann shift and
   Cliff's delta;
 - :func:`lags`: the distribution of tau_W - tau_A over failed episodes;
-- :func:`step_metrics`: the per-step metrics averaged per cell, and the collapse types.
+- :func:`step_metrics`: the per-step metrics averaged per cell, and the collapse types;
+- :func:`excluded`: per cell, the episodes left out and why;
+- :func:`harness`: per (env, model, memory mode) of the model agents, success with its
+  Wilson interval, the budget stops, the harness's calls, repairs, fallbacks and tokens,
+  and the world-state readouts: the memory-mode comparison.
 """
 
 from __future__ import annotations
@@ -88,12 +97,66 @@ STEP_COLUMNS = [
     "self_check_collapses",
     "compound_collapses",
 ]
-EXCLUDED_COLUMNS = ["env", "model", "sc", "dd", "episodes", "horizon_short"]
+EXCLUDED_COLUMNS = [
+    "env",
+    "model",
+    "sc",
+    "dd",
+    "episodes",
+    "horizon_short",
+    "budget_exceeded",
+    "measured",
+    "budget_detail",
+]
+HARNESS_COLUMNS = [
+    "env",
+    "model",
+    "memory",
+    "prompt_version",
+    "episodes",
+    "measured",
+    "horizon_short",
+    "budget_exceeded",
+    "successes",
+    "p",
+    "wilson_low",
+    "wilson_high",
+    "steps",
+    "calls",
+    "calls_per_step",
+    "repairs",
+    "fallbacks",
+    "input_tokens",
+    "output_tokens",
+    "mean_jaccard",
+    "n_failed",
+    "lag_count",
+    "share_world_first",
+    "mean_lag",
+]
+#: the outcome of an episode stopped by a harness limit (``harness/agent.py``)
+BUDGET_EXCEEDED = "budget_exceeded"
+
+
+def left_out(episodes: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+    """Two boolean masks over ``episodes``: T < L* (``horizon_short``), and stopped by a
+    harness limit while any agent could have won (``budget_exceeded`` and not
+    ``horizon_short``, so each left-out episode has exactly one reason). A table
+    without an ``outcome`` column (offline agents from before the harness) has no
+    budget stops."""
+    short = episodes["horizon_short"].astype(bool)
+    if "outcome" in episodes.columns:
+        budget = episodes["outcome"].eq(BUDGET_EXCEEDED).fillna(False).astype(bool)
+    else:
+        budget = pd.Series(False, index=episodes.index)
+    return short, budget & ~short
 
 
 def eligible(episodes: pd.DataFrame) -> pd.DataFrame:
-    """The episodes a success rate may count: those any agent could have won."""
-    return episodes[~episodes["horizon_short"].astype(bool)].reset_index(drop=True)
+    """The episodes a success rate may count: those any agent could have won and that
+    ended by the world's rules (won, or lost), never by a harness limit."""
+    short, budget = left_out(episodes)
+    return episodes[~short & ~budget].reset_index(drop=True)
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:
@@ -226,13 +289,108 @@ def step_metrics(episodes: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=STEP_COLUMNS) if rows else _empty(STEP_COLUMNS)
 
 
+def _first_text(values: pd.Series) -> str | None:
+    """The lexicographically first non-missing text (independent of row order)."""
+    texts = sorted(str(v) for v in values if isinstance(v, str))
+    return texts[0] if texts else None
+
+
 def excluded(episodes: pd.DataFrame) -> pd.DataFrame:
-    """Per cell, how many episodes had T < L* and were left out of success rates."""
+    """Per cell (env, model, sc, dd): the episodes, those left out of every rate with T
+    < L* (``horizon_short``) and those stopped by a harness limit (``budget_exceeded``,
+    counted only when not already T < L*), the ``measured`` rest (the cell's ``n`` in
+    :func:`grid`), and one of the cell's budget stop details (the first in text order)
+    as an example of the limit reached."""
     if episodes.empty:
         return _empty(EXCLUDED_COLUMNS)
-    g = episodes.groupby(["env", "model", "sc", "dd"], sort=True)["horizon_short"]
-    out = g.agg(episodes="size", horizon_short="sum").reset_index()
+    short, budget = left_out(episodes)
+    frame = episodes[["env", "model", "sc", "dd"]].assign(
+        horizon_short=short.astype(np.int64),
+        budget_exceeded=budget.astype(np.int64),
+        budget_detail=(
+            episodes["budget_detail"].where(budget, None).astype(object)
+            if "budget_detail" in episodes.columns
+            else None
+        ),
+    )
+    g = frame.groupby(["env", "model", "sc", "dd"], sort=True)
+    out = g.agg(
+        episodes=("horizon_short", "size"),
+        horizon_short=("horizon_short", "sum"),
+        budget_exceeded=("budget_exceeded", "sum"),
+        budget_detail=("budget_detail", _first_text),
+    ).reset_index()
+    out["measured"] = out["episodes"] - out["horizon_short"] - out["budget_exceeded"]
     return out[EXCLUDED_COLUMNS]
+
+
+def _joined(values: pd.Series) -> str | None:
+    texts = sorted({str(v) for v in values if isinstance(v, str)})
+    return ", ".join(texts) if texts else None
+
+
+def harness(episodes: pd.DataFrame) -> pd.DataFrame:
+    """The memory-mode comparison: one row per (env, model, memory) of the agents with a
+    memory mode (the model agents; offline agents have none, and a study without model
+    agents gives an empty table).
+
+    Over the *measured* episodes (neither T < L* nor ``budget_exceeded``, the ones
+    :func:`grid` counts): successes, the success rate ``p`` with its Wilson 95% interval
+    (NaN when nothing was measured, never 0), the mean of the episodes' mean Jaccard,
+    and the lag readouts of :func:`lags` (failed episodes; ``lag_count`` of them with
+    both tau_W and tau_A, ``share_world_first`` the share of those with tau_W < tau_A,
+    ``mean_lag`` their mean tau_W - tau_A). Over *all* the row's episodes, what the
+    harness spent: steps, calls, repairs, fallbacks, input and output tokens, and
+    ``calls_per_step`` = calls / steps (calls of a step a budget stop cut short count
+    too; NaN with no step).
+
+    Read ``p`` next to ``budget_exceeded``: a mode that hits limits on the hardest
+    worlds is measured on the easier ones only.
+    """
+    if "memory" not in episodes.columns:
+        return _empty(HARNESS_COLUMNS)
+    models = episodes[episodes["memory"].notna()]
+    if models.empty:
+        return _empty(HARNESS_COLUMNS)
+    rows = []
+    for (env, model, memory), part in models.groupby(["env", "model", "memory"], sort=True):
+        short, budget = left_out(part)
+        measured = part[~short & ~budget]
+        n = len(measured)
+        k = int(measured["success"].astype(bool).sum())
+        low, high = phase.wilson_interval(k, n)
+        lag = phase.lag_distribution(measured)
+        steps = int(part["steps"].sum())
+        calls = int(part["calls"].sum())
+        rows.append(
+            {
+                "env": str(env),
+                "model": str(model),
+                "memory": str(memory),
+                "prompt_version": _joined(part["prompt_version"]) if "prompt_version" in part else None,
+                "episodes": len(part),
+                "measured": n,
+                "horizon_short": int(short.sum()),
+                "budget_exceeded": int(budget.sum()),
+                "successes": k,
+                "p": k / n if n else math.nan,
+                "wilson_low": float(low),
+                "wilson_high": float(high),
+                "steps": steps,
+                "calls": calls,
+                "calls_per_step": calls / steps if steps else math.nan,
+                "repairs": int(part["repairs"].sum()),
+                "fallbacks": int(part["fallbacks"].sum()),
+                "input_tokens": int(part["input_tokens"].sum()),
+                "output_tokens": int(part["output_tokens"].sum()),
+                "mean_jaccard": float(measured["mean_jaccard"].mean()) if n else math.nan,
+                "n_failed": lag["n_failed"],
+                "lag_count": lag["count"],
+                "share_world_first": lag["share_world_first"],
+                "mean_lag": lag["mean"],
+            }
+        )
+    return pd.DataFrame(rows, columns=HARNESS_COLUMNS)
 
 
 def world_tables(
@@ -249,4 +407,5 @@ def world_tables(
         "lags": lags(episodes),
         "step_metrics": step_metrics(episodes),
         "excluded": excluded(episodes),
+        "harness": harness(episodes),
     }

@@ -2,8 +2,9 @@
 
 Exit codes: 0 done; 1 the run failed (a table broke its suite, a stage crashed);
 2 bad command line or bad config, in which case nothing was written; 3 the run finished
-but some attempts have no answer (the last line says how many; rerun to retry them);
-130 interrupted by Ctrl-C or SIGTERM (answers received so far are kept).
+but some attempts have no answer or some world episodes of model agents are unfinished
+(the last line says how many; rerun to retry them); 130 interrupted by Ctrl-C or SIGTERM
+(answers received so far are kept).
 """
 
 from __future__ import annotations
@@ -284,7 +285,7 @@ def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
         return _fail(str(err), 2)
     except HorizonbenchError as err:
         return _fail(str(err), 1)
-    except FailedRun:  # the run finished, but with attempts that have no answer
+    except FailedRun:  # the run finished, but attempts have no answer or episodes are unfinished
         report = out / "report" / "index.html"
         print(f"report: {report.resolve()}" if report.exists() else f"run: {out}")
         return _missing_attempts(out) or _fail("the run failed (see the Prefect log above)", 1)
@@ -293,19 +294,25 @@ def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
 
 
 def _missing_attempts(out: Path) -> int:
-    """Exit 3 with one line when the finished run left attempts without an answer."""
+    """Exit 3 with one line when the finished run left attempts without an answer or
+    world episodes of model agents unfinished (the same line the flow run fails with)."""
     from horizonbench.flows.pipeline import missing_summary, silent_models
+    from horizonbench.tasks.world_models import unfinished_summary
 
     try:
         counts = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]
     except (OSError, ValueError, KeyError):
         return 0
+    problems = []
     evaluation = counts.get("attempts")
-    if not evaluation or not evaluation["total"]["failed"]:
-        return 0
-    for message in silent_models(evaluation):
-        print(f"horizonbench: {message}", file=sys.stderr)
-    return _fail(missing_summary(evaluation), 3)
+    if evaluation and evaluation["total"]["failed"]:
+        for message in silent_models(evaluation):
+            print(f"horizonbench: {message}", file=sys.stderr)
+        problems.append(missing_summary(evaluation))
+    unfinished = unfinished_summary((counts.get("worlds") or {}).get("models", {}))
+    if unfinished:
+        problems.append(unfinished)
+    return _fail("; ".join(problems), 3) if problems else 0
 
 
 if __name__ == "__main__":

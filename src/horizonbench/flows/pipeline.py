@@ -94,10 +94,12 @@ def generate_flow(config: dict[str, Any] | Config | str, out: str) -> str:
 def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     """The whole pipeline; returns the path of the HTML report.
 
-    When attempts are left without an answer, everything is still written (tables,
-    report, manifest), and the flow run ends *Failed* with the one-line summary, so a
-    nightly deployment shows it in the Prefect UI; called directly, it raises
-    ``prefect.exceptions.FailedRun`` (the CLI turns that into exit code 3).
+    When attempts are left without an answer or world episodes of model agents
+    unfinished, everything is still written (tables, report, manifest; a world study in
+    which not one episode finished has no world tables to write), and the flow run ends
+    *Failed* with the one-line summary, so a nightly deployment shows it in the Prefect
+    UI; called directly, it raises ``prefect.exceptions.FailedRun`` (the CLI turns that
+    into exit code 3).
     """
     logger = get_run_logger()
     started = time.time()
@@ -146,7 +148,7 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
         run_info["world agents"] = ", ".join(a.name for a in cfg.worlds.agents)
         run_info["world environments"] = ", ".join(cfg.worlds.environments)
     report = None
-    if analysed or cfg.worlds is not None:
+    if analysed or counts.get("worlds", {}).get("episodes"):
         report = build_report(str(run), f"horizonbench: {cfg.run.name}", run_info, _report_counts(counts))
     write_manifest(run, _base_manifest(cfg, started, provenance) | {"counts": counts})
     shutil.rmtree(run / STAGING, ignore_errors=True)
@@ -167,23 +169,17 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
 def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
     """Offline agents on Dask, model agents through the harness; both tables
     validated and promoted, then the analysis. Model episodes whose calls failed for
-    good are left out (and counted): the next run resumes them."""
+    good are left out (and counted): the next run resumes them. When no episode at all
+    finished (a study of model agents only, whose calls all failed), there is nothing to
+    validate or analyse: no tables, no analysis, and the flow ends Failed with the count."""
     assert cfg.worlds is not None
     offline = run_world_episodes(cfg, str(run))
     models = run_world_models(cfg, str(run))
-    write_world_tables(run, offline["episodes"] + models["episodes"], offline["steps"] + models["steps"])
     if models["attempts"]:
         write_table(
             rows_to_table(models["attempts"], ATTEMPTS_SCHEMA), run / WORLD_ATTEMPTS_REL, "world attempts"
         )
     names = [a.name for a in cfg.worlds.agents]
-    for rel, name, suite in (
-        (EPISODES_REL, "episodes", episodes_suite(names)),
-        (STEPS_REL, "steps", steps_suite()),
-    ):
-        validate_table(str(staged(run, rel)), name, suite, str(run))
-        promote(run, rel)
-    analyse_worlds(cfg, str(run))
     stats = dict(offline["stats"])
     stats["episodes"] += len(models["episodes"])
     stats["steps"] += len(models["steps"])
@@ -191,6 +187,18 @@ def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
     stats["horizon_short"] += sum(r["horizon_short"] for r in models["episodes"])
     stats["agents"] = names
     stats["models"] = models["agents"]
+    if not stats["episodes"]:
+        get_run_logger().error("no world episode finished: no episodes or steps tables, analysis or report")
+        return stats
+    write_world_tables(run, offline["episodes"] + models["episodes"], offline["steps"] + models["steps"])
+    for rel, name, suite in (
+        (EPISODES_REL, "episodes", episodes_suite(names)),
+        # every finished episode may have been stopped over budget before its first step
+        (STEPS_REL, "steps", steps_suite(min_rows=1 if stats["steps"] else 0)),
+    ):
+        validate_table(str(staged(run, rel)), name, suite, str(run))
+        promote(run, rel)
+    analyse_worlds(cfg, str(run))
     return stats
 
 

@@ -52,6 +52,7 @@ from horizonbench.datasets.worlds.base import Fact, Observation, Task, format_fa
 from horizonbench.harness import prompts as P
 from horizonbench.harness.outputs import (
     PlannerOutput,
+    PlannerStateOutput,
     SelfDiagOutput,
     SummaryOutput,
     UpdaterOutput,
@@ -193,13 +194,13 @@ class HarnessAgent:
             P.planner_messages(
                 self.task, self.step, self.horizon, title, memory, last, wants_state=mode != "structured"
             ),
-            PlannerOutput,
+            PlannerOutput if mode == "structured" else PlannerStateOutput,
         )
         if plan is None:
             action, pre, self._log.confidence = FALLBACK_ACTION, None, None
         else:
             action, pre, self._log.confidence = plan.action, plan.preconditions, plan.confidence
-            if mode != "structured" and plan.world_state is not None:
+            if mode != "structured":
                 self.belief = plan.world_state
         verdict = self._ask(
             "selfdiag",
@@ -310,8 +311,7 @@ class HarnessAgent:
             )
         if self.wall_s >= s.episode_wall_s:
             self._stop(
-                f"{where}: the episode's calls took {self.wall_s:.0f} s, "
-                f"its budget is {s.episode_wall_s:.0f} s"
+                f"{where}: the episode's calls took {self.wall_s:.3f} s, its budget is {s.episode_wall_s:g} s"
             )
         request = AttemptRequest(
             instance_id=self.episode_id,

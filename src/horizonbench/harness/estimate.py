@@ -8,12 +8,16 @@ grows by one observation per step, so its steps are summed. Two figures per epis
 
 - *expected*: an agent that solves the world in L* steps, without repairs;
 - *ceiling*: T steps, every call's output at ``max_tokens``, every answer repaired the
-  allowed number of times, capped by the episode's output-token budget (an episode
-  stops at its first call once the budget is spent, so it can overrun by at most one
-  call's answers).
+  allowed number of times (the k-th repair resends the prompt with the k unusable
+  answers so far quoted and what was wrong with each), capped by the episode's
+  output-token budget (an episode stops at its first call once the budget is spent, so
+  it can overrun by at most one call's answers).
 
-The cost of the ceiling is an upper bound for a budget (``evaluation.budget_usd``).
-Stored answers are not counted off: a resumed run costs less than this.
+The cost of the ceiling is an upper bound for a budget (``evaluation.budget_usd``) as
+long as the model's memory stays about the size of the world's state: the prompts are
+sized with the observed state as the memory, so a model that writes a much larger state
+sends longer prompts than either figure. Stored answers are not counted off: a resumed
+run costs less than this.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ from horizonbench.datasets.worlds.episode import EpisodeSpec
 from horizonbench.datasets.worlds.study import environment_class
 from horizonbench.harness import prompts as P
 from horizonbench.harness.agent import FALLBACK_ACTION, HarnessSettings
+
+#: the longest reason a repair request gives (harness/outputs.read_output cuts at 600)
+REPAIR_ERROR_CHARS = 600
+#: the note the harness adds to a quoted answer it cut (harness/prompts.repair_messages)
+CUT_NOTE_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +108,17 @@ def estimate_episode(ep: EpisodeSpec, s: HarnessSettings) -> EpisodeEstimate:
     calls_step = s.calls_per_step
     tries = 1 + s.repairs
     out_max = min(T * calls_step * tries * s.max_tokens, s.episode_output_tokens + tries * s.max_tokens)
+    # what the repairs of one call add to its prompts: the k-th carries k quoted answers
+    # (each at max_tokens, cut at REPAIR_QUOTE_CHARS) and k reasons
+    quote = min(math.ceil(s.max_tokens * tok), P.REPAIR_QUOTE_CHARS + CUT_NOTE_CHARS)
+    repair = quote + len(P.REPAIR.format(error="")) + REPAIR_ERROR_CHARS
+    repairs_chars = repair * s.repairs * (s.repairs + 1) // 2
     return EpisodeEstimate(
         calls=L * calls_step,
         input_tokens=math.ceil(input_chars(L) / tok),
         output_tokens=math.ceil(L * per_step_out / tok),
         calls_max=T * calls_step * tries,
-        input_tokens_max=math.ceil(tries * input_chars(T) / tok),
+        input_tokens_max=math.ceil((tries * input_chars(T) + T * calls_step * repairs_chars) / tok),
         output_tokens_max=out_max,
         largest_prompt=math.ceil(max(memory_prompt, planner_prompt, selfdiag_prompt) / tok),
     )

@@ -96,6 +96,14 @@ class PlannerOutput(_Output):
         return parse_action(self.action)
 
 
+class PlannerStateOutput(PlannerOutput):
+    """The Planner's answer in the memory modes without an Updater state (summary,
+    transcript): ``world_state`` is required there, so an answer without it is repaired
+    like any other unusable answer instead of silently keeping an older picture."""
+
+    world_state: tuple[Fact, ...]
+
+
 class UpdaterOutput(_Output):
     """The Updater's complete world state after the latest observation."""
 
@@ -150,7 +158,7 @@ def find_json_object(text: str) -> dict[str, Any]:
         raise ValueError("the answer is empty")
     try:
         value = json.loads(stripped)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also a number past Python's digit limit
         value = None
     if isinstance(value, dict):
         return value
@@ -162,7 +170,7 @@ def find_json_object(text: str) -> dict[str, Any]:
         tries += 1
         try:
             value, end = decoder.raw_decode(stripped, pos)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):
             pos = stripped.find("{", pos + 1)
             continue
         if isinstance(value, dict):

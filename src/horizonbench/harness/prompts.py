@@ -29,6 +29,9 @@ MEMORY_MODES: tuple[str, ...] = ("structured", "summary", "transcript")
 
 #: an answer quoted back in a repair request is cut here (and the cut is said)
 REPAIR_QUOTE_CHARS = 2_000
+#: what a repair request quotes for an empty answer (the Anthropic API refuses a
+#: message with empty content, so the repair of an empty answer could never be sent)
+EMPTY_ANSWER = "[empty answer]"
 
 _FACT_RULES = (
     "Write every fact as a string in function form, predicate first, lower case, "
@@ -215,8 +218,9 @@ def selfdiag_messages(
 
 
 def repair_messages(messages: tuple[Message, ...], answer: str, error: str) -> tuple[Message, ...]:
-    """The same exchange with the unusable answer and what is wrong with it appended."""
-    quoted = answer
+    """The same exchange with the unusable answer and what is wrong with it appended
+    (an empty or blank answer is quoted as :data:`EMPTY_ANSWER`)."""
+    quoted = answer if answer.strip() else EMPTY_ANSWER
     if len(quoted) > REPAIR_QUOTE_CHARS:
         quoted = quoted[:REPAIR_QUOTE_CHARS] + f"\n[answer cut here by the harness: {len(answer)} characters]"
     return (*messages, Message("assistant", quoted), Message("user", REPAIR.format(error=error)))

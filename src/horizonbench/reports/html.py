@@ -190,16 +190,74 @@ _W_EXCLUDED = [
     ("episodes", "episodes", "int"),
     ("horizon_short", "T < L* (left out)", "int"),
 ]
+#: the model agents (``analysis.worlds.harness``): memory modes compared
+_W_HARNESS = [
+    ("model", "model", "text"),
+    ("memory", "memory", "text"),
+    ("prompt_version", "prompt", "text"),
+    ("episodes", "episodes", "int"),
+    ("budget_exceeded", "budget_exceeded (left out)", "int"),
+    ("measured", "measured", "int"),
+    ("successes", "won", "int"),
+    ("p", "success", "pct"),
+    ("wilson_ci", "Wilson 95%", "pct-range"),
+    ("mean_jaccard", "Jaccard", "num"),
+    ("share_world_first", "τ_W before τ_A", "pct"),
+    ("lag_count", "of failed with both", "int"),
+    ("mean_lag", "mean τ_W − τ_A", "num"),
+]
+_W_HARNESS_CALLS = [
+    ("model", "model", "text"),
+    ("memory", "memory", "text"),
+    ("steps", "steps", "int"),
+    ("calls", "calls", "int"),
+    ("calls_per_step", "calls / step", "num"),
+    ("repairs", "repairs", "int"),
+    ("fallbacks", "fallbacks", "int"),
+    ("input_tokens", "input tokens", "int"),
+    ("output_tokens", "output tokens", "int"),
+]
+_W_BUDGET = [
+    ("model", "model", "text"),
+    ("sc", "sc", "int"),
+    ("dd", "dd", "int"),
+    ("episodes", "episodes", "int"),
+    ("budget_exceeded", "budget_exceeded: harness limit, not collapse", "int"),
+    ("measured", "measured (in the rate)", "int"),
+    ("budget_detail", "limit reached (an example)", "text"),
+]
+
+
+def _harness_part(harness: pd.DataFrame, budget: pd.DataFrame) -> dict[str, Any] | None:
+    """The tables of one environment's harness part, or None without model agents."""
+    if harness.empty:
+        return None
+    modes = _with_range(harness, "wilson_ci", "wilson_low", "wilson_high")
+    return {
+        "modes": _table(modes, _W_HARNESS),
+        "budget": _table(budget, _W_BUDGET),
+        "calls": _table(harness, _W_HARNESS_CALLS),
+    }
 
 
 def _worlds(tables: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
-    """One section per environment: its phase diagram and tables."""
+    """One section per environment: its phase diagram and tables, and the harness part
+    when model agents played it."""
     grid = _with_range(tables["grid"], "wilson_ci", "wilson_low", "wilson_high")
     crit = _with_range(tables["critical_points"], "sc_star_ci", "sc_star_low", "sc_star_high")
     crit = _with_range(crit, "bracket", "bracket_low", "bracket_high")
     excluded = tables["excluded"]
-    excluded = excluded[excluded["horizon_short"] > 0] if len(excluded) else excluded
-    envs = sorted(set(tables["grid"]["env"]) | set(tables["excluded"]["env"]))
+    harness = tables.get("harness", _NO_ROWS)
+    short = excluded[excluded["horizon_short"] > 0] if len(excluded) else excluded
+    if len(excluded) and "budget_exceeded" in excluded.columns:
+        budget = excluded[excluded["budget_exceeded"].fillna(0) > 0]
+    else:
+        budget = excluded.iloc[0:0]
+    envs = sorted(
+        set(tables["grid"]["env"])
+        | set(tables["excluded"]["env"])
+        | (set(harness["env"]) if len(harness) else set())
+    )
     out = []
     for env in envs:
 
@@ -209,7 +267,9 @@ def _worlds(tables: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
         out.append(
             {
                 "env": env,
-                "figure": Markup(plots.phase_diagram_svg(tables["grid"], env, tables["critical_points"])),
+                "figure": Markup(
+                    plots.phase_diagram_svg(tables["grid"], env, tables["critical_points"], excluded)
+                ),
                 "grid": _table(rows(grid), _W_GRID),
                 "critical": _table(rows(crit), _W_CRITICAL),
                 "cliffs": _table(rows(tables["cliffs"]), _W_CLIFFS),
@@ -217,7 +277,8 @@ def _worlds(tables: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
                 "contrasts": _table(rows(tables["contrasts"]), _W_CONTRASTS),
                 "lags": _table(rows(tables["lags"]), _W_LAGS),
                 "steps": _table(rows(tables["step_metrics"]), _W_STEPS),
-                "excluded": _table(rows(excluded), _W_EXCLUDED),
+                "excluded": _table(rows(short), _W_EXCLUDED),
+                "harness": _harness_part(rows(harness), rows(budget)),
             }
         )
     return out
@@ -436,12 +497,13 @@ def render_report(
         )
     if has_puzzles:
         figures["puzzles"] = _puzzle_figure(puzzle_by_n)
+    world_sections = _worlds(worlds) if worlds is not None else []
     context = {
         "title": title,
         "has_data": has_data,
         "has_maze": has_maze,
         "has_puzzles": has_puzzles,
-        "worlds": _worlds(worlds) if worlds is not None else [],
+        "worlds": world_sections,
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),
         "by_length": _table(maze["by_length"], _BY_LENGTH),
@@ -457,4 +519,5 @@ def render_report(
         "run_info": _pairs(run_info),
         "counts": _pairs(counts),
     }
-    return _ENV.get_template("report.html").render(**context)
+    page = _ENV.get_template("report.html").render(**context)
+    return page

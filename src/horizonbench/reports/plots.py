@@ -325,7 +325,18 @@ def puzzle_success_svg(by_n: pd.DataFrame, families: Sequence[str]) -> str:
         return _to_svg(fig, name)
 
 
-def phase_diagram_svg(grid: pd.DataFrame, env: str, critical: pd.DataFrame) -> str:
+def _budget_cells(excluded: pd.DataFrame | None, env: str) -> pd.DataFrame:
+    """The cells of ``env`` where a model agent hit a harness limit (``budget_exceeded``
+    episodes), from the ``excluded`` table; empty for tables without that column."""
+    if excluded is None or excluded.empty or "budget_exceeded" not in excluded.columns:
+        return pd.DataFrame(columns=["model", "sc", "dd", "budget_exceeded"])
+    rows = excluded[(excluded["env"] == env) & (excluded["budget_exceeded"].fillna(0) > 0)]
+    return rows[["model", "sc", "dd", "budget_exceeded"]]
+
+
+def phase_diagram_svg(
+    grid: pd.DataFrame, env: str, critical: pd.DataFrame, excluded: pd.DataFrame | None = None
+) -> str:
     """The phase diagram of one environment: a heatmap of success over (sc, dd) per
     model (one panel each), every cell annotated with its rate and episode count, and
     the crossing sc* of each dd row marked where it was bracketed.
@@ -333,12 +344,17 @@ def phase_diagram_svg(grid: pd.DataFrame, env: str, critical: pd.DataFrame) -> s
     Cells are drawn on the scanned values as categories (sc 5, 10, 20, 40 equally
     spaced), because the grid is a design, not a continuum; sc* is placed by linear
     interpolation between the two cells around it, as it was computed.
+
+    With the ``excluded`` table, cells where episodes hit a harness limit say how many
+    ("+k limit"); a cell where every episode did stays blank with "harness limit" and
+    its count: it has no success rate, and must not read as a collapse to 0.
     """
     name = f"phase-{env}"
     rows = grid[grid["env"] == env]
-    if rows.empty:
+    budget = _budget_cells(excluded, env)
+    if rows.empty and budget.empty:
         return _placeholder(name, f"{env}: no episodes could be won (T < L* everywhere?)")
-    models = sorted(rows["model"].unique())
+    models = sorted(set(rows["model"]) | set(budget["model"]))
     ncols = min(3, len(models))
     nrows = math.ceil(len(models) / ncols)
     with _figure(name, figsize=(3.3 * ncols + 0.8, 0.6 + 2.6 * nrows)) as fig:
@@ -347,16 +363,31 @@ def phase_diagram_svg(grid: pd.DataFrame, env: str, critical: pd.DataFrame) -> s
         image = None
         for ax, model in zip(axes, models, strict=False):
             g = rows[rows["model"] == model]
-            scs = sorted(g["sc"].unique())
-            dds = sorted(g["dd"].unique())
+            b = budget[budget["model"] == model]
+            scs = sorted(set(g["sc"]) | set(b["sc"]))
+            dds = sorted(set(g["dd"]) | set(b["dd"]))
             mat = np.full((len(dds), len(scs)), np.nan)
             for r in g.itertuples():
                 mat[dds.index(r.dd), scs.index(r.sc)] = r.p
             image = ax.imshow(mat, origin="lower", cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+            stopped = {(r.sc, r.dd): int(r.budget_exceeded) for r in b.itertuples()}
             for r in g.itertuples():
                 y, x = dds.index(r.dd), scs.index(r.sc)
                 colour = "black" if r.p > 0.6 else "white"
-                ax.text(x, y, f"{r.p:.2f}\nn={r.n}", ha="center", va="center", fontsize=6.5, color=colour)
+                label = f"{r.p:.2f}\nn={r.n}"
+                if (r.sc, r.dd) in stopped:
+                    label += f"\n+{stopped.pop((r.sc, r.dd))} limit"
+                ax.text(x, y, label, ha="center", va="center", fontsize=6.5, color=colour)
+            for (sc, dd), k in stopped.items():
+                ax.text(
+                    scs.index(sc),
+                    dds.index(dd),
+                    f"harness\nlimit\n{k}",
+                    ha="center",
+                    va="center",
+                    fontsize=6.0,
+                    color="0.35",
+                )
             crit = critical[(critical["env"] == env) & (critical["model"] == model)]
             for c in crit.itertuples():
                 if c.dd in dds and not math.isnan(c.sc_star):

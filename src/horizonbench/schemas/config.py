@@ -228,12 +228,14 @@ class WorldAgentSpec(_Strict):
     def _capacity(self) -> WorldAgentSpec:
         if self.kind == "bounded" and self.capacity is None:
             raise ValueError("the bounded agent needs 'capacity'")
+        # the messages name the field, so the error's dotted path ends at it
         if self.kind != "bounded" and self.capacity is not None:
-            raise ValueError(f"the {self.kind} agent takes no 'capacity'")
+            raise ValueError(f"capacity: the {self.kind} agent takes no 'capacity' (bounded agents do)")
         if self.kind == "model" and self.model is None:
             raise ValueError("model: a model agent names an evaluation.models entry")
         if self.kind != "model" and (self.model is not None or self.memory is not None):
-            raise ValueError(f"the {self.kind} agent is offline: it takes no 'model' or 'memory'")
+            which = "model" if self.model is not None else "memory"
+            raise ValueError(f"{which}: the {self.kind} agent is offline: it takes no 'model' or 'memory'")
         return self
 
     @property

@@ -123,7 +123,8 @@ def frame_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
 
 @task(name="world-analysis", cache_policy=NONE)
 def analyse_worlds(cfg: Config, run: str) -> dict[str, str]:
-    """The phase-diagram tables of :mod:`horizonbench.analysis.worlds`, written to
+    """The phase-diagram tables of :mod:`horizonbench.analysis.worlds` (and the model
+    agents' ``harness`` table, empty without them), written to
     ``<run>/analysis/worlds_<name>.parquet``."""
     logger = get_run_logger()
     assert cfg.worlds is not None
@@ -139,14 +140,42 @@ def analyse_worlds(cfg: Config, run: str) -> dict[str, str]:
         ci = "" if pd.isna(r.sc_star_low) else f" (bootstrap {r.sc_star_low:g} to {r.sc_star_high:g})"
         value = f"{r.sc_star:.2f}" if pd.notna(r.sc_star) else f"not bracketed: {r.reason}"
         logger.info("%s/%s dd=%d: sc* = %s%s", r.env, r.model, r.dd, value, ci)
+    for r in tables["harness"].itertuples():
+        rate = f"{r.p:.1%}" if pd.notna(r.p) else "no episode measured"
+        logger.info(
+            "%s/%s (%s memory): success %s over %d measured episodes; %d budget_exceeded "
+            "(harness limits, left out of every rate); %d repairs, %d fallbacks in %d calls",
+            r.env,
+            r.model,
+            r.memory,
+            rate,
+            r.measured,
+            r.budget_exceeded,
+            r.repairs,
+            r.fallbacks,
+            r.calls,
+        )
     return paths
 
 
 def read_world_analysis(run_dir: Path) -> dict[str, pd.DataFrame] | None:
-    """The world analysis tables of a run, or None when it has none."""
+    """The world analysis tables of a run, or None when it has none.
+
+    Runs from before the harness are read too: their missing ``harness`` table is
+    empty, and their ``excluded`` table (no budget columns) gets ``budget_exceeded`` 0
+    and ``measured`` = episodes - horizon_short, which is what those runs measured."""
     if not (run_dir / f"{WORLD_ANALYSIS_PREFIX}grid.parquet").exists():
         return None
-    return {
-        name: pq.read_table(run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet", schema=schema).to_pandas()
-        for name, schema in WORLD_ANALYSIS_SCHEMAS.items()
-    }
+    tables = {}
+    for name, schema in WORLD_ANALYSIS_SCHEMAS.items():
+        path = run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet"
+        if path.exists():
+            tables[name] = pq.read_table(path, schema=schema).to_pandas()
+        else:
+            tables[name] = schema.empty_table().to_pandas()
+    ex = tables["excluded"]
+    if len(ex) and ex["budget_exceeded"].isna().all():
+        tables["excluded"] = ex.assign(
+            budget_exceeded=0, measured=(ex["episodes"] - ex["horizon_short"]).astype("int64")
+        )
+    return tables
