@@ -54,6 +54,15 @@ def _env(tmp_path: Path, api_url: str | None) -> dict[str, str]:
     return env
 
 
+def _as_in_a_terminal() -> None:
+    """Ctrl-C and Ctrl-\\ as a terminal delivers them. A test run started in the
+    background by a shell without job control (``.ci/run &``, ``nohup``) inherits SIGINT
+    and SIGQUIT *ignored*, and Python keeps ignoring an inherited SIGINT: the command
+    would never see the Ctrl-C this test sends, which no user at a terminal meets."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def _start(cfg: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [str(EXE), "run", "--config", str(cfg), "--out", str(out), "--no-progress"],
@@ -62,6 +71,7 @@ def _start(cfg: Path, out: Path, env: dict[str, str]) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, like a job in a terminal
+        preexec_fn=_as_in_a_terminal,
     )
 
 

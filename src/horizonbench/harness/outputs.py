@@ -16,9 +16,17 @@ verdict and "0.9" is not a confidence.
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    ValidationError,
+    field_validator,
+)
 
 from horizonbench.datasets.worlds.base import (
     MAX_ACTION_TEXT,
@@ -49,15 +57,21 @@ def _fact(text: Any) -> Fact:
     return facts[0]
 
 
-def _facts(items: list[Any]) -> tuple[Fact, ...]:
-    return tuple(_fact(item) for item in items)
+def _fact_list(value: Any) -> tuple[Fact, ...]:
+    """A JSON list of fact strings, each read strictly (one fact per item)."""
+    if not isinstance(value, list):
+        raise ValueError("must be a JSON list of fact strings")
+    if len(value) > MAX_LIST_FACTS:
+        raise ValueError(f"more than {MAX_LIST_FACTS} facts")
+    return tuple(_fact(item) for item in value)
+
+
+#: a list of facts in an answer
+Facts = Annotated[tuple[Fact, ...], BeforeValidator(_fact_list)]
 
 
 class _Output(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-FactList = list[Any]
 
 
 class PlannerOutput(_Output):
@@ -66,21 +80,10 @@ class PlannerOutput(_Output):
     without an Updater state, ``world_state`` is the Planner's own picture of the world."""
 
     action: str = Field(max_length=MAX_ACTION_TEXT)
-    preconditions: tuple[Fact, ...]
-    expected_effects: tuple[Fact, ...] = ()
+    preconditions: Facts
+    expected_effects: Facts = ()
     confidence: float = Field(ge=0.0, le=1.0, strict=True)
-    world_state: tuple[Fact, ...] | None = None
-
-    @field_validator("preconditions", "expected_effects", "world_state", mode="before")
-    @classmethod
-    def _read_facts(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, list):
-            raise ValueError("must be a JSON list of fact strings")
-        if len(value) > MAX_LIST_FACTS:
-            raise ValueError(f"more than {MAX_LIST_FACTS} facts")
-        return _facts(value)
+    world_state: Facts | None = None
 
     @field_validator("action")
     @classmethod
@@ -101,22 +104,13 @@ class PlannerStateOutput(PlannerOutput):
     transcript): ``world_state`` is required there, so an answer without it is repaired
     like any other unusable answer instead of silently keeping an older picture."""
 
-    world_state: tuple[Fact, ...]
+    world_state: Facts
 
 
 class UpdaterOutput(_Output):
     """The Updater's complete world state after the latest observation."""
 
-    world_state: tuple[Fact, ...]
-
-    @field_validator("world_state", mode="before")
-    @classmethod
-    def _read_facts(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            raise ValueError("must be a JSON list of fact strings")
-        if len(value) > MAX_LIST_FACTS:
-            raise ValueError(f"more than {MAX_LIST_FACTS} facts")
-        return _facts(value)
+    world_state: Facts
 
 
 class SummaryOutput(_Output):
@@ -129,17 +123,8 @@ class SelfDiagOutput(_Output):
     """Self-Diag's judgment of the proposed action (recorded, never used to gate it)."""
 
     valid: StrictBool
-    missing_preconditions: tuple[Fact, ...] = ()
+    missing_preconditions: Facts = ()
     replan: StrictBool = False
-
-    @field_validator("missing_preconditions", mode="before")
-    @classmethod
-    def _read_facts(cls, value: Any) -> Any:
-        if not isinstance(value, list):
-            raise ValueError("must be a JSON list of fact strings")
-        if len(value) > MAX_LIST_FACTS:
-            raise ValueError(f"more than {MAX_LIST_FACTS} facts")
-        return _facts(value)
 
 
 OutputT = TypeVar("OutputT", bound=_Output)
