@@ -44,6 +44,8 @@ def maze_params(noise: float) -> dict[str, Any]:
         "grid_rows": ROWS,
         "grid_cols": COLS,
         "num_keys": NUM_KEYS,
+        # keep mazes whose rewind placed fewer keys, as the baseline generator does
+        "num_keys_mode": "at_most",
         "noise_ratio": noise,
         "shuffle_ratio": 1.0,
     }
@@ -583,7 +585,7 @@ def time_parsing(
 
     def one(item: tuple[list[str], Any, str]) -> bool:
         _, gold, text = item
-        return parse_plan(text, allowed_actions=ACTIONS).plan == gold
+        return parse_plan(text, task_actions=ACTIONS).plan == gold
 
     rate, done, matched, dt = _repeat(inputs, min_seconds, one)
     return rate, {"answers": done, "matched_gold": matched, "seconds": round(dt, 3)}

@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from horizonbench.analysis.decay import DecayFit, fit_binomial_mle, fit_wls_log
+from horizonbench.analysis import summary
+from horizonbench.analysis.decay import (
+    DEFAULT_SUCCESS_DEFINITION,
+    SUCCESS_DEFINITIONS,
+    DecayFit,
+    fit_binomial_mle,
+    fit_wls_log,
+)
+from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
 
 EPS = 0.02
 TRUE_L0 = 1.0 / -math.log(1.0 - EPS)  # about 49.5
@@ -136,3 +144,25 @@ def test_wls_recovers_exact_law(L0: float, A: float, lengths: list[int]) -> None
     assert fit.L0 == pytest.approx(L0, rel=1e-6)
     assert fit.A == pytest.approx(A, rel=1e-6)
     assert fit.n_bins_dropped == 0
+
+
+def test_success_definitions_name_score_columns() -> None:
+    assert set(SUCCESS_DEFINITIONS) == {"simulation", "exact_match"}
+    assert DEFAULT_SUCCESS_DEFINITION == "simulation"
+    for column, meaning in SUCCESS_DEFINITIONS.values():
+        assert SCORES_SCHEMA.field(column).type == "bool" and meaning
+    assert "Pass@1" in SUCCESS_DEFINITIONS["exact_match"][1]
+
+
+def test_estimators_leave_the_success_definition_to_their_caller() -> None:
+    L, success, cluster = _simulate(instances=200)
+    x, rate, n = _binned(L, success, 10)
+    assert fit_wls_log(x, rate, n).success_definition is None
+    assert fit_binomial_mle(L, success, cluster, bootstrap=5).success_definition is None
+
+
+def test_fits_schema_has_every_fit_column() -> None:
+    # the fits table written by the analysis keeps every DecayFit field, the success
+    # definition included
+    assert set(ANALYSIS_SCHEMAS["fits"].names) == {"family", *summary.FIT_COLUMNS}
+    assert "success_definition" in summary.FIT_COLUMNS

@@ -24,11 +24,13 @@ def _row(
     step=None,
     parse_error=None,
     progress=None,
+    exact=None,
+    family="maze",
 ) -> dict:
     return {
         "model": model,
         "instance_id": instance,
-        "family": "maze",
+        "family": family,
         "sample": sample,
         "solution_length": L,
         "num_keys": 1,
@@ -36,9 +38,10 @@ def _row(
         "shuffle_ratio": None,
         "success": ok,
         "valid": ok or violation == "suboptimal",
-        "exact_match": ok,
+        "exact_match": ok if exact is None else exact,
         "progress_ratio": 1.0 if ok else progress,
         "precision": 1.0 if ok else 0.5,
+        "precision_positional": (1.0 if ok else 0.1) if family == "maze" else None,
         "recall": 1.0 if ok else 0.25,
         "plan_length": L,
         "violation": violation,
@@ -144,6 +147,7 @@ def test_empty_scores_give_empty_tables_with_columns(scores: pd.DataFrame) -> No
     for fn, cols in [
         (summary.success_by_length, summary.BY_LENGTH_COLUMNS),
         (summary.violation_counts, summary.VIOLATION_COLUMNS),
+        (summary.violation_category_counts, summary.CATEGORY_COLUMNS),
         (summary.first_violation_hist, summary.FIRST_VIOLATION_COLUMNS),
         (summary.overall, summary.OVERALL_COLUMNS),
     ]:
@@ -152,3 +156,101 @@ def test_empty_scores_give_empty_tables_with_columns(scores: pd.DataFrame) -> No
         _assert_plain_dtypes(out)
     fits = summary.fit_all(empty, bootstrap=5, seed=0)
     assert fits.empty and list(fits.columns) == summary.FIT_COLUMNS
+
+
+# --- the two precisions ---------------------------------------------------------------
+
+
+def test_both_precisions_by_length_and_overall(scores: pd.DataFrame) -> None:
+    by_l = summary.success_by_length(scores).set_index(["model", "L"])
+    # alpha at L = 10: one success (1.0 and 1.0) and one locked_door (0.5 and 0.1)
+    assert by_l.loc[("alpha", 10), "precision_mean"] == pytest.approx(0.75)
+    assert by_l.loc[("alpha", 10), "precision_positional_mean"] == pytest.approx(0.55)
+    over = summary.overall(scores).set_index("model")
+    # alpha: two successes and three failures
+    assert over.loc["alpha", "precision_mean"] == pytest.approx((2 * 1.0 + 3 * 0.5) / 5)
+    assert over.loc["alpha", "precision_positional_mean"] == pytest.approx((2 * 1.0 + 3 * 0.1) / 5)
+    assert over.loc["beta", "precision_positional_mean"] == pytest.approx(0.1)
+
+
+def test_positional_precision_missing_is_nan(scores: pd.DataFrame) -> None:
+    # scores written before the column existed, and families without a gold sequence
+    old = scores.drop(columns=["precision_positional"])
+    assert summary.overall(old)["precision_positional_mean"].isna().all()
+    assert summary.success_by_length(old)["precision_positional_mean"].isna().all()
+    hanoi = pa.Table.from_pylist(
+        [_row("alpha", "h1", 0, 7, True, family="hanoi")], schema=SCORES_SCHEMA
+    ).to_pandas()
+    out = summary.overall(hanoi)
+    assert math.isnan(out.iloc[0].precision_positional_mean) and out.iloc[0].precision_mean == 1.0
+
+
+# --- seqBench's failure categories ------------------------------------------------------
+
+
+def test_violation_counts_carry_the_category(scores: pd.DataFrame) -> None:
+    out = summary.violation_counts(scores)
+    got = dict(zip(out.violation, out.category, strict=True))
+    assert got == {
+        "none": "none",
+        "locked_door": "locked_door",
+        "invalid_output": "invalid_output",
+        "non_adjacent_move": "adjacency",
+    }
+
+
+def test_violation_category_counts(scores: pd.DataFrame) -> None:
+    extra = pa.Table.from_pylist(
+        [
+            _row("alpha", "i5", 0, 12, False, violation="key_not_held", step=3, progress=0.2),
+            _row("alpha", "i6", 0, 12, False, violation="wrong_key", step=5, progress=0.3),
+            _row("alpha", "i7", 0, 12, False, violation="suboptimal", step=6, progress=0.5),
+            # another family's violation has no maze category and is left out
+            _row("alpha", "h1", 0, 7, False, violation="not_top_disk", step=1, family="hanoi"),
+        ],
+        schema=SCORES_SCHEMA,
+    ).to_pandas()
+    out = summary.violation_category_counts(pd.concat([scores, extra], ignore_index=True))
+    assert list(out.columns) == summary.CATEGORY_COLUMNS
+    _assert_plain_dtypes(out)
+    alpha = out[out.model == "alpha"]
+    # in the order of categories.CATEGORIES, then the successes
+    assert alpha[["category", "count"]].values.tolist() == [
+        ["adjacency", 1],
+        ["locked_door", 1],
+        ["key_usage", 2],
+        ["path_inefficiency", 1],
+        ["invalid_output", 1],
+        ["none", 2],
+    ]
+    assert alpha["share"].tolist() == pytest.approx([1 / 8, 1 / 8, 2 / 8, 1 / 8, 1 / 8, 2 / 8])
+    assert out[out.model == "beta"][["category", "count", "share"]].values.tolist() == [["adjacency", 1, 1.0]]
+    empty = summary.violation_category_counts(scores.iloc[:0])
+    assert empty.empty and list(empty.columns) == summary.CATEGORY_COLUMNS
+
+
+# --- which success the fits count -------------------------------------------------------
+
+
+def test_fits_say_which_success_they_count(scores: pd.DataFrame) -> None:
+    out = summary.fit_all(scores, bootstrap=5, seed=0)
+    assert out["success_definition"].tolist() == ["simulation"] * 4
+    exact = summary.fit_all(scores, bootstrap=5, seed=0, success_definition="exact_match")
+    assert exact["success_definition"].tolist() == ["exact_match"] * 4
+    # here exact match and success agree, so the fits do too
+    pd.testing.assert_frame_equal(
+        out.drop(columns="success_definition"), exact.drop(columns="success_definition")
+    )
+    with pytest.raises(ValueError, match="unknown success definition"):
+        summary.fit_all(scores, bootstrap=5, seed=0, success_definition="pass_at_k")
+
+
+def test_exact_match_fit_reads_exact_match() -> None:
+    # every plan succeeds by simulation, none is the gold plan (another optimal plan)
+    rows = [_row("alpha", f"i{L}", 0, L, True, exact=False) for L in (5, 10, 15, 20)]
+    df = pa.Table.from_pylist(rows, schema=SCORES_SCHEMA).to_pandas()
+    sim = summary.fit_all(df, bootstrap=5, seed=0).set_index("method")
+    exact = summary.fit_all(df, bootstrap=5, seed=0, success_definition="exact_match").set_index("method")
+    assert math.isinf(sim.loc["binomial_mle", "L0"])  # no decay at all
+    assert math.isnan(exact.loc["binomial_mle", "L0"]) and "no successes" in exact.loc["binomial_mle", "note"]
+    assert (exact["success_definition"] == "exact_match").all()

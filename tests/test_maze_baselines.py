@@ -22,7 +22,17 @@ FAMILY = MazeFamily()
 
 
 def make_rows(n: int, seed0: int = 0, **params: object) -> list[dict]:
-    p = MazeParams(**{"grid_rows": 8, "grid_cols": 8, "num_keys": 2, "noise_ratio": 0.5, **params})
+    # at_most: the baselines are under test, not the key count (the rows stay as they were)
+    p = MazeParams(
+        **{
+            "grid_rows": 8,
+            "grid_cols": 8,
+            "num_keys": 2,
+            "noise_ratio": 0.5,
+            "num_keys_mode": "at_most",
+            **params,
+        }
+    )
     rows = []
     for s in range(seed0, seed0 + n):
         cand = FAMILY.generate_candidate(p, s, s)
@@ -52,6 +62,7 @@ def rows_strategy(draw: st.DrawFn) -> dict:
         noise_ratio=draw(st.floats(0, 2)),
         shuffle_ratio=draw(st.floats(0, 1)),
         decoy_doors=draw(st.integers(0, 3)),
+        num_keys_mode="at_most",
     )
     row = FAMILY.generate_candidate(p, draw(st.integers(0, 2**63 - 1)), 0).row
     assert row is not None
@@ -140,7 +151,7 @@ def test_noisy_succeeds_iff_no_step_is_corrupted(row: dict, seed: int, eps: floa
 @pytest.mark.parametrize(("eps", "target_len"), [(0.03, 30), (0.1, 12), (0.02, 60)])
 def test_noisy_success_rate_is_binomial(eps: float, target_len: int) -> None:
     # one instance of length ~target_len, many independent attempts
-    p = MazeParams(grid_rows=12, grid_cols=12, num_keys=2)
+    p = MazeParams(grid_rows=12, grid_cols=12, num_keys=2, num_keys_mode="at_most")
     row = None
     for s in range(500):
         r = FAMILY.generate_candidate(p, s, s).row
@@ -161,7 +172,7 @@ def test_l0_recovery() -> None:
     """Acceptance test: fits of the noisy baseline recover L0 = 1 / -ln(1 - eps)."""
     eps = 0.03
     true_l0 = 1.0 / -math.log(1 - eps)
-    params = MazeParams(grid_rows=12, grid_cols=12, num_keys=2)
+    params = MazeParams(grid_rows=12, grid_cols=12, num_keys=2, num_keys_mode="at_most")
     lo, hi, width, per_bin = 10, 80, 5, 11
     bins: dict[int, list[dict]] = {b: [] for b in range(lo, hi, width)}
     for s in range(6000):

@@ -1,9 +1,10 @@
-"""Tests for the maze generator: grid naming, Kruskal trees, rewind construction, facts,
-noise and shuffle, certification and determinism."""
+"""Tests for the maze generator: grid naming, Kruskal trees, rewind construction, the
+key count (exact or at most), facts, noise and shuffle, certification and determinism."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import networkx as nx
 import numpy as np
@@ -17,11 +18,14 @@ from horizonbench.datasets.maze import MazeFamily, MazeParams
 from horizonbench.datasets.maze import facts as F
 from horizonbench.datasets.maze.certificate import solve
 from horizonbench.datasets.maze.facts import world_from_facts
-from horizonbench.datasets.maze.family import MAZE_SCHEMA, gold_plan
+from horizonbench.datasets.maze.family import MAZE_SCHEMA, NUM_KEYS_SHORT, gold_plan
 from horizonbench.datasets.maze.generator import generate_maze
 from horizonbench.datasets.maze.grid import column_letters, kruskal_tree, room_index, room_names
 from horizonbench.datasets.maze.simulator import replay, score_plan
 from horizonbench.datasets.shards import candidate_seed, generate_shard
+from horizonbench.schemas.config import FamilySpec
+from horizonbench.tasks import progress
+from horizonbench.tasks.generate import GenerationStats, sample_family
 
 FAMILY = MazeFamily()
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,6 +77,7 @@ def maze_params(draw: st.DrawFn, max_side: int = 12) -> MazeParams:
         noise_ratio=draw(st.floats(0.0, 2.0, allow_nan=False)),
         shuffle_ratio=draw(st.floats(0.0, 1.0, allow_nan=False)),
         decoy_doors=draw(st.integers(0, 3)),
+        num_keys_mode=draw(st.sampled_from(["exact", "at_most"])),
     )
 
 
@@ -80,7 +85,11 @@ SEEDS = st.integers(0, 2**63 - 1)
 
 
 def make_row(params: MazeParams, seed: int, index: int = 0) -> dict:
+    """The certified row of a candidate. In a hypothesis test, a candidate that exact
+    mode rejects for its key count is skipped; anything else rejected fails the test."""
     cand = FAMILY.generate_candidate(params, seed, index)
+    if cand.rejection == NUM_KEYS_SHORT and params.num_keys_mode == "exact":
+        assume(False)
     assert cand.row is not None, f"rejected ({cand.rejection}) params={params!r} seed={seed}"
     assert cand.rejection is None
     return cand.row
@@ -190,6 +199,8 @@ def check_gold_structure(row: dict, params: MazeParams) -> None:
         if s.action == "unlock_and_open_door_to":
             assert gold[i - 1].action == "use_key"
     assert row["num_keys"] <= params.num_keys == row["target_num_keys"]
+    if params.num_keys_mode == "exact":
+        assert row["num_keys"] == params.num_keys
     assert sum(s.action == "pick_up_key" for s in gold) == row["num_keys"]
     assert sum(s.action == "use_key" for s in gold) == row["num_keys"]
     assert row["optimal_plan_count"] >= 1
@@ -225,8 +236,12 @@ def test_candidate_is_certified_and_gold_is_optimal(params: MazeParams, seed: in
     assert table.num_rows == 1
 
 
-def test_no_rejections_over_many_small_grids() -> None:
+def test_only_the_key_count_rejects_over_many_small_grids() -> None:
+    # at_most never rejects (the certificate always agrees with the construction);
+    # exact rejects exactly the candidates whose rewind placed fewer keys, and keeps
+    # the others unchanged
     rejections = []
+    short = 0
     rng = np.random.default_rng(123)
     for i in range(400):
         rows, cols = (int(x) for x in rng.integers(2, 13, size=2))
@@ -240,17 +255,30 @@ def test_no_rejections_over_many_small_grids() -> None:
             noise_ratio=float(rng.uniform(0, 2)),
             shuffle_ratio=float(rng.uniform(0, 1)),
             decoy_doors=int(rng.integers(0, 4)),
+            num_keys_mode="at_most",
         )
-        cand = FAMILY.generate_candidate(p, i, i)
-        if cand.row is None:
-            rejections.append((cand.rejection, p, i))
+        loose = FAMILY.generate_candidate(p, i, i)
+        exact = FAMILY.generate_candidate(with_(p, num_keys_mode="exact"), i, i)
+        if loose.row is None:
+            rejections.append((loose.rejection, p, i))
+            continue
+        if loose.row["num_keys"] < keys:
+            short += 1
+            assert exact == type(exact)(None, NUM_KEYS_SHORT)
+        else:
+            assert exact.row == loose.row and exact.rejection is None
     assert rejections == []
+    assert short > 0  # small grids do wall the rewind in: the comparison saw both cases
 
 
 @pytest.mark.parametrize(("keys", "seed"), [(0, 1), (2, 2), (4, 3), (8, 4), (12, 5)])
 def test_large_grid_candidates(keys: int, seed: int) -> None:
     params = MazeParams(grid_rows=40, grid_cols=40, num_keys=keys, noise_ratio=1.0, shuffle_ratio=0.5)
-    row = make_row(params, seed)
+    # with many keys even a 40x40 rewind is often walled in early (about 2 in 3 at B = 8,
+    # 19 in 20 at B = 12): exact mode rejects those, so take the first seed it keeps
+    cands = (FAMILY.generate_candidate(params, s, 0) for s in range(seed, seed + 200))
+    row = next(c.row for c in cands if c.rejection != NUM_KEYS_SHORT)
+    assert row is not None and row["num_keys"] == keys
     check_gold_structure(row, params)
     gold = gold_plan(row)
     sc = score_plan(row["facts"], gold, ParsedAnswer(gold))
@@ -263,8 +291,93 @@ def test_large_grid_candidates(keys: int, seed: int) -> None:
 def test_keys_reach_target_on_roomy_grids() -> None:
     # the rewind construction can stop early only when a region is a single cell;
     # on roomy grids it usually places all B doors
-    got = [make_row(MazeParams(grid_rows=12, grid_cols=12, num_keys=3), s)["num_keys"] for s in range(40)]
+    p = MazeParams(grid_rows=12, grid_cols=12, num_keys=3, num_keys_mode="at_most")
+    got = [make_row(p, s)["num_keys"] for s in range(40)]
     assert sum(k == 3 for k in got) >= 30
+
+
+# --- the key count: exact (default) or at most ------------------------------------------------
+
+
+def test_num_keys_mode_is_exact_by_default_and_validated() -> None:
+    assert MazeParams(grid_rows=5, grid_cols=5).num_keys_mode == "exact"
+    assert MazeParams(grid_rows=5, grid_cols=5, num_keys_mode="at_most").num_keys_mode == "at_most"
+    with pytest.raises(ValueError):
+        MazeParams(grid_rows=5, grid_cols=5, num_keys_mode="about")
+
+
+@given(st.integers(2, 9), st.integers(2, 9), st.integers(0, 6), SEEDS)
+@settings(max_examples=300, deadline=None)
+def test_exact_mode_keeps_only_the_asked_number_of_keys(rows: int, cols: int, keys: int, seed: int) -> None:
+    assume(rows * cols >= 2 * (keys + 1))
+    exact = MazeParams(grid_rows=rows, grid_cols=cols, num_keys=keys)
+    cand = FAMILY.generate_candidate(exact, seed, 0)
+    loose = FAMILY.generate_candidate(with_(exact, num_keys_mode="at_most"), seed, 0)
+    assert loose.row is not None  # at_most keeps every certified maze
+    if cand.row is None:
+        # rejected for its key count, and only when the rewind really stopped short
+        assert cand.rejection == NUM_KEYS_SHORT
+        assert loose.row["num_keys"] < keys
+    else:
+        # the effective B (doors on the gold path, keys picked up) is the config's
+        gold = gold_plan(cand.row)
+        assert cand.row["num_keys"] == cand.row["target_num_keys"] == keys
+        assert sum(s.action == "pick_up_key" for s in gold) == keys
+        assert sum(s.action == "unlock_and_open_door_to" for s in gold) == keys
+        assert cand.row == loose.row
+
+
+def test_at_most_mode_keeps_fewer_keys_on_small_grids() -> None:
+    exact = MazeParams(grid_rows=3, grid_cols=3, num_keys=3)
+    loose = with_(exact, num_keys_mode="at_most")
+    got = [make_row(loose, s)["num_keys"] for s in range(60)]
+    assert min(got) < 3 and max(got) == 3 and all(k >= 1 for k in got)
+    rejected = [FAMILY.generate_candidate(exact, s, 0).rejection for s in range(60)]
+    assert [r == NUM_KEYS_SHORT for r in rejected] == [k < 3 for k in got]
+
+
+class _InlineClient:
+    """Just enough of a Dask client for ``sample_family``: runs each shard when submitted."""
+
+    class _Done:
+        def __init__(self, value: object) -> None:
+            self.value = value
+
+        def result(self) -> object:
+            return self.value
+
+        def cancel(self) -> None:
+            pass
+
+    def submit(self, fn: Callable[..., object], *args: object, pure: bool = True) -> _Done:
+        return self._Done(fn(*args))
+
+
+def test_key_count_rejections_are_counted_by_the_generate_stage(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(progress.ENABLED, "value", False)
+    params = {"grid_rows": 4, "grid_cols": 4, "num_keys": 3}
+    sampling = {"count": 30, "shard_size": 16, "max_candidates": 5000}
+    spec = FamilySpec.model_validate({"params": params, "sampling": sampling})
+    selector = sample_family(_InlineClient(), "maze", spec, root_seed=9, window=2)
+    # the same candidates, one by one: the short ones are exactly those counted
+    short = sum(
+        FAMILY.generate_candidate(MazeParams(**params), candidate_seed(9, "maze", i), i).rejection
+        == NUM_KEYS_SHORT
+        for i in range(selector.considered)
+    )
+    assert short > 0
+    assert dict(selector.rejections) == {NUM_KEYS_SHORT: short}
+    assert selector.considered == selector.certified + short and len(selector.kept) == 30
+    assert all(row["num_keys"] == 3 for row in selector.kept)
+    stats = GenerationStats("maze", len(selector.kept), selector.considered, selector.certified)
+    stats.rejections = dict(selector.rejections)
+    assert stats.as_dict()["rejections"] == {NUM_KEYS_SHORT: short}
+    # at_most: nothing rejected, and some kept instances have fewer keys
+    loose = FamilySpec.model_validate(
+        {"params": {**params, "num_keys_mode": "at_most"}, "sampling": sampling}
+    )
+    selector = sample_family(_InlineClient(), "maze", loose, root_seed=9, window=2)
+    assert not selector.rejections and min(r["num_keys"] for r in selector.kept) < 3
 
 
 # --- noise -----------------------------------------------------------------------------
@@ -417,7 +530,9 @@ def test_facts_are_well_formed_and_true(params: MazeParams, seed: int) -> None:
 def test_distractors_are_true_with_full_noise() -> None:
     # maximal noise shows the whole pool: the listed connections are exactly the tree
     for seed in range(30):
-        params = MazeParams(grid_rows=5, grid_cols=6, num_keys=2, noise_ratio=20.0, decoy_doors=2)
+        params = MazeParams(
+            grid_rows=5, grid_cols=6, num_keys=2, noise_ratio=20.0, decoy_doors=2, num_keys_mode="at_most"
+        )
         row = make_row(params, seed)
         tu, tv = kruskal_tree(5, 6, np.random.default_rng([seed, 0]))
         names = room_names(5, 6)
@@ -441,7 +556,7 @@ def test_generation_is_deterministic(params: MazeParams, seed: int, index: int) 
     a = FAMILY.generate_candidate(params, seed, index)
     b = MazeFamily().generate_candidate(MazeParams(**params.model_dump()), seed, index)
     assert a == b
-    assert a.row is not None
+    assert a.row is not None or (a.rejection == NUM_KEYS_SHORT and params.num_keys_mode == "exact")
 
 
 def test_generate_maze_is_pure() -> None:
@@ -453,7 +568,7 @@ def test_generate_maze_is_pure() -> None:
 
 
 def test_different_seeds_give_different_mazes() -> None:
-    params = MazeParams(grid_rows=8, grid_cols=8, num_keys=2, noise_ratio=0.5)
+    params = MazeParams(grid_rows=8, grid_cols=8, num_keys=2, noise_ratio=0.5, num_keys_mode="at_most")
     facts = {tuple(make_row(params, s)["facts"]) for s in range(30)}
     assert len(facts) == 30
 
@@ -465,13 +580,16 @@ def test_generate_shard_is_deterministic() -> None:
     assert a == b
     assert [t[0] for t in a] == list(range(25))
     for index, length, row, rejection in a:
+        if rejection == NUM_KEYS_SHORT:
+            assert row is None and length is None
+            continue
         assert rejection is None and row is not None
         assert row["candidate_index"] == index
         assert row["seed"] == candidate_seed(7, "maze", index)
         assert length == row["solution_length"]
     # a different root seed changes the mazes
     c = generate_shard("maze", params, 8, 0, 25)
-    assert [t[2]["facts"] for t in c] != [t[2]["facts"] for t in a]
+    assert [t[2] and t[2]["facts"] for t in c] != [t[2] and t[2]["facts"] for t in a]
 
 
 def test_generate_shard_keep_lengths_drops_rows_but_keeps_lengths() -> None:
@@ -494,6 +612,9 @@ def test_candidate_seed_ignores_noise_and_shuffle() -> None:
     base = {"grid_rows": 6, "grid_cols": 6, "num_keys": 2}
     a = generate_shard("maze", {**base, "noise_ratio": 0.0, "shuffle_ratio": 0.0}, 11, 0, 10)
     b = generate_shard("maze", {**base, "noise_ratio": 1.0, "shuffle_ratio": 1.0}, 11, 0, 10)
-    for (_, la, ra, _), (_, lb, rb, _) in zip(a, b, strict=True):
-        assert la == lb and ra["solution"] == rb["solution"]
+    for (_, la, ra, rej_a), (_, lb, rb, rej_b) in zip(a, b, strict=True):
+        assert la == lb and rej_a == rej_b  # also the key count: it is the base maze's
+        if ra is None:
+            continue
+        assert ra["solution"] == rb["solution"]
         assert set(ra["facts"]) <= set(rb["facts"])

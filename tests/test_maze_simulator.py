@@ -10,12 +10,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from horizonbench.core.types import ParsedAnswer, Score, Step
-from horizonbench.datasets.maze import MazeFamily, MazeParams
+from horizonbench.datasets.maze import MazeFamily, MazeParams, categories
 from horizonbench.datasets.maze.certificate import solve
 from horizonbench.datasets.maze.facts import World, world_from_facts
 from horizonbench.datasets.maze.family import gold_plan
 from horizonbench.datasets.maze.rules import VIOLATIONS, State, apply, successors
-from horizonbench.datasets.maze.simulator import replay, score_plan
+from horizonbench.datasets.maze.simulator import precision_positional, precision_recall, replay, score_plan
 
 FAMILY = MazeFamily()
 
@@ -80,7 +80,7 @@ def test_gold_scores_perfectly() -> None:
         plan_length=N,
         violation=None,
         first_violation_step=None,
-        extra={"parse_error": None},
+        extra={"parse_error": None, "precision_multiset": 1.0, "precision_positional": 1.0},
     )
 
 
@@ -402,6 +402,9 @@ def small_rows(draw: st.DrawFn, max_side: int = 7, max_keys: int = 4) -> dict:
         noise_ratio=draw(st.sampled_from([0.0, 0.5, 1.0, 3.0])),
         shuffle_ratio=1.0,
         decoy_doors=draw(st.integers(0, 3)),
+        # the rules are under test here, not the key count: keep mazes whose rewind
+        # placed fewer keys than asked
+        num_keys_mode="at_most",
     )
     cand = FAMILY.generate_candidate(params, draw(st.integers(0, 2**63 - 1)), 0)
     assert cand.row is not None, cand.rejection
@@ -507,6 +510,7 @@ def test_certificate_count_matches_brute_force(
         noise_ratio=noise,
         shuffle_ratio=1.0,
         decoy_doors=decoys,
+        num_keys_mode="at_most",  # tiny grids often wall the rewind in early
     )
     row = FAMILY.generate_candidate(params, seed, 0).row
     assert row is not None
@@ -652,3 +656,157 @@ def test_reordered_prefix_fails(perm: tuple[int, ...]) -> None:
     sc = score(steps)
     assert not sc.success
     assert sc.precision == 1.0 and sc.recall == 1.0
+
+
+# --- precision: multiset and positional ----------------------------------------------
+
+SKIPS_PICKUP = plan(
+    ("start", "A1"),
+    ("move_to", "B1"),
+    ("use_key", "3"),
+    ("unlock_and_open_door_to", "C1"),
+    ("move_to", "C1"),
+    ("rescue", "Alice"),
+)
+
+
+def test_skipping_the_key_pickup_keeps_multiset_precision_but_not_positional() -> None:
+    sc = score(SKIPS_PICKUP)
+    assert sc.violation == "key_not_held" and sc.first_violation_step == 2
+    # every predicted action occurs in the gold plan: multiset precision stays 1.0
+    assert sc.precision == 1.0 and sc.extra["precision_multiset"] == 1.0
+    assert sc.recall == pytest.approx(6 / 7)
+    # by position only the start matches: the missing pickup shifts the other five
+    # (gold: start, pick_up_key, move_to B1, ...; plan: start, move_to B1, use_key, ...)
+    assert sc.extra["precision_positional"] == pytest.approx(1 / 6)
+
+
+@pytest.mark.parametrize(
+    ("steps", "multiset", "positional"),
+    [
+        (GOLD, 1.0, 1.0),
+        # a prefix of the gold plan: every step where it belongs
+        (GOLD[:3], 1.0, 1.0),
+        # the gold plan, then a detour at the end (six in place of nine; all seven gold
+        # actions occur somewhere)
+        (
+            plan(
+                *[(s.action, s.arg) for s in GOLD[:-1]],
+                ("move_to", "B1"),
+                ("move_to", "C1"),
+                ("rescue", "Alice"),
+            ),
+            7 / 9,
+            6 / 9,
+        ),
+        # pickup and first move swapped: the two swapped steps are out of place
+        (
+            plan(
+                ("start", "A1"),
+                ("move_to", "B1"),
+                ("pick_up_key", "3"),
+                *[(s.action, s.arg) for s in GOLD[3:]],
+            ),
+            1.0,
+            5 / 7,
+        ),
+        # one hallucinated step in the middle of the right plan: everything after it moves
+        (
+            plan(
+                *[(s.action, s.arg) for s in GOLD[:3]],
+                ("move_to", "D1"),
+                *[(s.action, s.arg) for s in GOLD[3:]],
+            ),
+            7 / 8,
+            3 / 8,
+        ),
+        # the right actions backwards
+        (tuple(reversed(GOLD)), 1.0, 1 / 7),
+    ],
+)
+def test_precision_by_hand(steps: tuple[Step, ...], multiset: float, positional: float) -> None:
+    sc = score(steps)
+    assert sc.precision == pytest.approx(multiset) and sc.extra["precision_multiset"] == pytest.approx(
+        multiset
+    )
+    assert sc.extra["precision_positional"] == pytest.approx(positional)
+    assert precision_positional(steps, GOLD) == pytest.approx(positional)
+    assert precision_recall(steps, GOLD)[0] == pytest.approx(multiset)
+
+
+def test_positional_precision_of_another_optimal_plan() -> None:
+    # a success that is not the gold plan: like exact match, positional precision is
+    # below 1 (start, move_to B2 and rescue are in place; the first move is not)
+    sc = score(SQUARE_OTHER, SQUARE, SQUARE_GOLD)
+    assert sc.success and not sc.exact_match
+    assert sc.extra["precision_positional"] == pytest.approx(3 / 4)
+
+
+def test_positional_precision_edge_cases() -> None:
+    assert precision_positional((), GOLD) == 0.0
+    assert precision_positional(GOLD, ()) == 0.0
+    # 1.0 at the gold length is exact match, and nothing else
+    assert precision_positional(GOLD, GOLD) == 1.0
+    invalid = score_plan(CORRIDOR, GOLD, ParsedAnswer(None, "no plan found"))
+    assert invalid.extra["precision_positional"] == 0.0 and invalid.extra["precision_multiset"] == 0.0
+
+
+@given(
+    st.lists(st.sampled_from(GOLD + plan(("move_to", "D1"), ("pick_up_key", "5"))), min_size=1, max_size=12)
+)
+def test_positional_precision_never_exceeds_multiset(steps: list[Step]) -> None:
+    pos = precision_positional(steps, GOLD)
+    multi, _ = precision_recall(steps, GOLD)
+    assert 0.0 <= pos <= multi <= 1.0
+    assert (pos == 1.0 and len(steps) == len(GOLD)) == (tuple(steps) == GOLD)
+
+
+# --- violation categories -------------------------------------------------------------
+
+
+def test_every_violation_has_one_known_category() -> None:
+    assert set(categories.CATEGORY_OF) == set(VIOLATIONS)
+    assert set(categories.CATEGORY_OF.values()) <= set(categories.CATEGORIES)
+    # every one of the paper's five categories is reachable from some violation type
+    assert categories.PAPER_CATEGORIES <= set(categories.CATEGORY_OF.values())
+    assert len(categories.CATEGORIES) == len(set(categories.CATEGORIES)) == 7
+    covered = [v for c in categories.CATEGORIES for v in categories.violations_in(c)]
+    assert sorted(covered) == sorted(VIOLATIONS)
+
+
+@pytest.mark.parametrize(
+    ("violation", "category"),
+    [
+        ("non_adjacent_move", "adjacency"),
+        ("locked_door", "locked_door"),
+        ("not_locked", "locked_door"),
+        ("key_not_held", "key_usage"),
+        ("wrong_key", "key_usage"),
+        ("key_not_in_room", "key_usage"),
+        ("use_key_without_unlock", "key_usage"),
+        ("unlock_without_use_key", "key_usage"),
+        ("suboptimal", "path_inefficiency"),
+        ("after_rescue", "path_inefficiency"),
+        ("no_rescue", "missed_critical_action"),
+        ("rescue_elsewhere", "missed_critical_action"),
+        ("bad_start", "plan_protocol"),
+        ("unknown_action", "plan_protocol"),
+        ("rescue_wrong_target", "plan_protocol"),
+        ("invalid_output", "invalid_output"),
+        (None, None),
+        ("not_top_disk", None),  # another family's violation has no maze category
+    ],
+)
+def test_category_of(violation: str | None, category: str | None) -> None:
+    assert categories.category_of(violation) == category
+
+
+def test_scored_plans_get_the_category_of_their_violation() -> None:
+    assert categories.category_of(score(SKIPS_PICKUP).violation) == "key_usage"
+    # walking through the locked door without unlocking it
+    through = plan(
+        ("start", "A1"), ("pick_up_key", "3"), ("move_to", "B1"), ("move_to", "C1"), ("rescue", "Alice")
+    )
+    assert categories.category_of(score(through).violation) == "locked_door"
+    assert categories.category_of(score(GOLD[:-1]).violation) == "missed_critical_action"
+    assert categories.category_of(score(GOLD).violation) is None

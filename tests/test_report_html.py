@@ -46,6 +46,7 @@ def _scores() -> pd.DataFrame:
                     "exact_match": ok,
                     "progress_ratio": 1.0 if ok else step / L,
                     "precision": 1.0 if ok else 0.6,
+                    "precision_positional": 1.0 if ok else 0.2,
                     "recall": 1.0 if ok else step / L,
                     "plan_length": int(L),
                     "violation": None if ok else ("locked_door" if i % 2 else "non_adjacent_move"),
@@ -333,3 +334,81 @@ def test_the_phase_diagram_marks_cells_stopped_by_a_harness_limit() -> None:
     )
     assert "harness" not in plain and "harness" in marked
     assert "+1 limit" in marked  # sc 10: 3 measured, 1 stopped
+
+
+# --- what the metrics and the fits mean ------------------------------------------------
+
+
+def _section(html: str, anchor: str) -> str:
+    start = html.index(f'<section id="{anchor}">')
+    return html[start : html.index("</section>", start)]
+
+
+def _table_rows(section: str) -> tuple[list[str], list[list[str]]]:
+    headers = re.findall(r"<th[^>]*>([^<]*)</th>", section)
+    rows = [re.findall(r"<td[^>]*>([^<]*)</td>", tr) for tr in re.findall(r"<tr><td.*?</tr>", section)]
+    return headers, rows
+
+
+def test_each_fit_says_which_success_it_counts(full_html: str) -> None:
+    fits = _section(full_html, "fits")
+    headers, rows = _table_rows(fits)
+    col = headers.index("success counted")
+    assert headers.index("method") < col < headers.index("L0")
+    assert len(rows) == 4 and [r[col] for r in rows] == ["simulation"] * 4
+    text = " ".join(fits.split())
+    assert "<strong>simulation</strong>: the plan, replayed in the simulator, is legal" in text
+    assert "seqBench’s Figure 1 fits Pass@1 instead, an exact match with the gold plan" in text
+    # the summary no longer calls the simulated success Pass@1
+    summary_text = " ".join(_section(full_html, "summary").split())
+    assert "Success is judged by simulation" in summary_text
+    assert "Success is Pass@1" not in summary_text
+    assert "Exact match is seqBench’s Pass@1" in summary_text
+
+
+def test_fits_on_exact_match_say_so() -> None:
+    scores = _scores()
+    inputs = _inputs(scores)
+    inputs["fits"] = _maze(
+        summary.fit_all(scores, bootstrap=10, seed=0, bin_width=5, success_definition="exact_match")
+    )
+    fits = _section(render_report(**inputs), "fits")
+    headers, rows = _table_rows(fits)
+    assert {r[headers.index("success counted")] for r in rows} == {"exact_match"}
+    text = " ".join(fits.split())
+    assert "<strong>exact_match</strong>: the plan is identical to the gold plan" in text
+    assert "<strong>simulation</strong>" not in text and "Figure 1 fits Pass@1 instead" not in text
+
+
+def test_a_fits_table_from_before_the_column_was_fitted_on_simulation() -> None:
+    scores = _scores()
+    inputs = _inputs(scores)
+    inputs["fits"] = inputs["fits"].drop(columns="success_definition")
+    headers, rows = _table_rows(_section(render_report(**inputs), "fits"))
+    assert [r[headers.index("success counted")] for r in rows] == ["simulation"] * 4
+
+
+def test_both_precisions_are_shown_by_name(full_html: str) -> None:
+    scores = _scores()
+    expected = summary.overall(scores).set_index("model")
+    headers, rows = _table_rows(_section(full_html, "summary"))
+    multiset, positional = headers.index("precision (multiset)"), headers.index("precision (positional)")
+    assert "precision" not in headers  # never unnamed
+    for row in rows:
+        model = row[headers.index("model")]
+        assert row[multiset] == f"{expected.loc[model, 'precision_mean']:.4g}"
+        assert row[positional] == f"{expected.loc[model, 'precision_positional_mean']:.4g}"
+        assert row[multiset] != row[positional]
+    bins_headers, _ = _table_rows(_section(full_html, "bins"))
+    assert "precision (multiset)" in bins_headers and "precision (positional)" in bins_headers
+
+
+@pytest.mark.parametrize("with_column", [True, False])
+def test_violations_show_the_seqbench_category(with_column: bool) -> None:
+    scores = _scores()
+    inputs = _inputs(scores)
+    if not with_column:  # as an analysis table written without the column
+        inputs["violations"] = inputs["violations"].drop(columns="category")
+    headers, rows = _table_rows(_section(render_report(**inputs), "violations"))
+    got = {(r[headers.index("violation")], r[headers.index("seqBench category")]) for r in rows}
+    assert got == {("none", "none"), ("locked_door", "locked_door"), ("non_adjacent_move", "adjacency")}

@@ -12,6 +12,13 @@ Two estimators are offered on purpose:
 
 Degenerate data never raises: the fit comes back with ``L0`` set to ``inf`` (no decay)
 or ``nan`` (not identifiable) and a ``note`` saying why, so a report can still render.
+
+What counts as a success is the caller's choice, and every fit records it
+(``DecayFit.success_definition``, one of :data:`SUCCESS_DEFINITIONS`): horizonbench
+fits its own success by simulation unless asked otherwise, while seqBench's Figure 1
+fits Pass@1, an exact match with the gold plan. The two agree on mazes with a single
+optimal plan; where a maze has several, simulation also credits the other optimal
+plans, so its success rate is never below the exact-match rate.
 """
 
 from __future__ import annotations
@@ -32,10 +39,30 @@ _RESID_FLOOR_ABS = 1e-9
 #: a fitted rate below this (per unit of scaled L) is indistinguishable from no decay
 _RATE_ZERO = 1e-9
 
+#: the success definitions a fit can use: name -> (scores column, what it means)
+SUCCESS_DEFINITIONS: dict[str, tuple[str, str]] = {
+    "simulation": (
+        "success",
+        "the plan, replayed in the simulator, is legal from the start, rescues Alice and has "
+        "the optimal number of actions (any optimal plan counts)",
+    ),
+    "exact_match": (
+        "exact_match",
+        "the plan is identical to the gold plan (seqBench's Pass@1)",
+    ),
+}
+#: what horizonbench's fits count unless told otherwise
+DEFAULT_SUCCESS_DEFINITION = "simulation"
+
 
 @dataclass(frozen=True)
 class DecayFit:
-    """One fitted decay law plus what went into it, so a reader can judge it."""
+    """One fitted decay law plus what went into it, so a reader can judge it.
+
+    ``success_definition`` names what the fitted rates count as a success (a key of
+    :data:`SUCCESS_DEFINITIONS`); the estimators leave it to their caller, which knows
+    which column it passed (None when it was not said).
+    """
 
     method: str
     L0: float
@@ -47,6 +74,7 @@ class DecayFit:
     n_attempts: int
     converged: bool
     note: str | None
+    success_definition: str | None = None
 
 
 # ---------------------------------------------------------------------------

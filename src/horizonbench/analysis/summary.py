@@ -12,7 +12,14 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
-from horizonbench.analysis.decay import DecayFit, fit_binomial_mle, fit_wls_log
+from horizonbench.analysis.decay import (
+    DEFAULT_SUCCESS_DEFINITION,
+    SUCCESS_DEFINITIONS,
+    DecayFit,
+    fit_binomial_mle,
+    fit_wls_log,
+)
+from horizonbench.datasets.maze.categories import CATEGORIES, category_of
 
 #: violation label used for successful attempts (their ``violation`` is null)
 NO_VIOLATION = "none"
@@ -31,10 +38,12 @@ BY_LENGTH_COLUMNS = [
     "progress_ratio_mean",
     "progress_ratio_sem",
     "precision_mean",
+    "precision_positional_mean",
     "recall_mean",
 ]
 FIT_COLUMNS = ["model", *(f.name for f in dataclasses.fields(DecayFit))]
-VIOLATION_COLUMNS = ["model", "violation", "count", "share"]
+VIOLATION_COLUMNS = ["model", "violation", "category", "count", "share"]
+CATEGORY_COLUMNS = ["model", "category", "count", "share"]
 FIRST_VIOLATION_COLUMNS = [
     "model",
     "L",
@@ -52,9 +61,12 @@ OVERALL_COLUMNS = [
     "valid_rate",
     "progress_ratio_mean",
     "precision_mean",
+    "precision_positional_mean",
     "recall_mean",
     "invalid_output_share",
 ]
+#: text columns of the output tables (every other column is a number)
+_TEXT_COLUMNS = ("model", "violation", "category", "method", "note", "converged", "success_definition")
 
 
 # ---------------------------------------------------------------------------
@@ -86,7 +98,15 @@ def _prepare(scores: pd.DataFrame, bin_width: int = 1) -> pd.DataFrame:
             "valid": _float(scores["valid"]),
             "exact_match": _float(scores["exact_match"]),
             "progress_ratio": _float(scores["progress_ratio"]),
+            # maze: multiset precision; puzzles: the share of legal moves
             "precision": _float(scores["precision"]),
+            # maze: seqBench's precision read by position; NaN for other families and
+            # for scores written before the column existed
+            "precision_positional": (
+                _float(scores["precision_positional"])
+                if "precision_positional" in scores
+                else pd.Series(np.nan, index=scores.index, dtype="float64")
+            ),
             "recall": _float(scores["recall"]),
             "violation": _label(scores["violation"]),
             "first_violation_step": _float(scores["first_violation_step"]),
@@ -139,6 +159,7 @@ def success_by_length(scores: pd.DataFrame, bin_width: int = 1) -> pd.DataFrame:
             progress_ratio_mean=("progress_ratio", "mean"),
             progress_ratio_sem=("progress_ratio", _sem),
             precision_mean=("precision", "mean"),
+            precision_positional_mean=("precision_positional", "mean"),
             recall_mean=("recall", "mean"),
         )
         .reset_index()
@@ -152,7 +173,7 @@ def _finish(out: pd.DataFrame, columns: list[str], ints: tuple[str, ...]) -> pd.
     for col in columns:
         if col in ints:
             out[col] = out[col].astype("int64")
-        elif col not in ("model", "violation", "method", "note", "converged"):
+        elif col not in _TEXT_COLUMNS:
             out[col] = out[col].astype("float64")
     out["model"] = out["model"].astype(object)
     return out.reset_index(drop=True)
@@ -197,17 +218,30 @@ def fit_all(
     seed: int,
     min_attempts_per_bin: int = 1,
     bin_width: int = 1,
+    success_definition: str = DEFAULT_SUCCESS_DEFINITION,
 ) -> pd.DataFrame:
     """One row per (model, method): the paper's WLS fit and the binomial MLE.
+
+    ``success_definition`` (a key of ``decay.SUCCESS_DEFINITIONS``) picks what counts
+    as a success: ``"simulation"`` (the scores' ``success``, the default) or
+    ``"exact_match"`` (seqBench's Pass@1). Each row records it in its
+    ``success_definition`` column, so a reader never has to guess.
 
     Every model uses the same ``seed``, so adding a model never changes another
     model's bootstrap interval.
     """
+    if success_definition not in SUCCESS_DEFINITIONS:
+        raise ValueError(
+            f"unknown success definition {success_definition!r}; one of {sorted(SUCCESS_DEFINITIONS)}"
+        )
+    column = SUCCESS_DEFINITIONS[success_definition][0]
     df = _prepare(scores, bin_width)
+    df = df.assign(success=df[column])
     df = df[df["success"].notna()]
     rows = []
     for model, part in df.groupby("model", sort=True):
         for fit in _fit_model(part, bootstrap, seed, min_attempts_per_bin):
+            fit = dataclasses.replace(fit, success_definition=success_definition)
             rows.append({"model": model, **dataclasses.asdict(fit)})
     if not rows:
         return _empty(
@@ -215,6 +249,7 @@ def fit_all(
             {
                 "model": "object",
                 "method": "object",
+                "success_definition": "object",
                 "note": "object",
                 "converged": "bool",
                 "n_bins_used": "int64",
@@ -226,20 +261,50 @@ def fit_all(
     out["converged"] = out["converged"].astype(bool)
     out["note"] = out["note"].astype(object)
     out["method"] = out["method"].astype(object)
+    out["success_definition"] = out["success_definition"].astype(object)
     return _finish(out, FIT_COLUMNS, ints=("n_bins_used", "n_bins_dropped", "n_attempts"))
 
 
+def _category(violation: str) -> str | None:
+    """seqBench's failure category of a maze violation (``datasets/maze/categories.py``);
+    'none' for a success, None for another family's violation."""
+    return NO_VIOLATION if violation == NO_VIOLATION else category_of(violation)
+
+
 def violation_counts(scores: pd.DataFrame) -> pd.DataFrame:
-    """How often each violation category occurs per model; successes count as 'none'."""
+    """How often each violation type occurs per model, with the seqBench failure
+    category it belongs to (maze violations only); successes count as 'none'."""
     df = _prepare(scores)
     if df.empty:
-        return _empty(VIOLATION_COLUMNS, {"model": "object", "violation": "object", "count": "int64"})
+        return _empty(
+            VIOLATION_COLUMNS,
+            {"model": "object", "violation": "object", "category": "object", "count": "int64"},
+        )
     df["violation"] = df["violation"].fillna(NO_VIOLATION)
     out = df.groupby(["model", "violation"]).size().rename("count").reset_index()
     out["share"] = out["count"] / out.groupby("model")["count"].transform("sum")
     out = out.sort_values(["model", "count", "violation"], ascending=[True, False, True])
     out["violation"] = out["violation"].astype(object)
+    out["category"] = out["violation"].map(_category).astype(object)
     return _finish(out, VIOLATION_COLUMNS, ints=("count",))
+
+
+def violation_category_counts(scores: pd.DataFrame) -> pd.DataFrame:
+    """Attempts per model in each of seqBench's failure categories (each attempt in the
+    category of its first violation; 'none' for successes), in the order of
+    ``categories.CATEGORIES``. Attempts whose violation has no maze category (another
+    family's) are left out, so shares are of the categorised attempts."""
+    df = _prepare(scores)
+    df["category"] = df["violation"].fillna(NO_VIOLATION).map(_category)
+    df = df[df["category"].notna()]
+    if df.empty:
+        return _empty(CATEGORY_COLUMNS, {"model": "object", "category": "object", "count": "int64"})
+    out = df.groupby(["model", "category"]).size().rename("count").reset_index()
+    out["share"] = out["count"] / out.groupby("model")["count"].transform("sum")
+    order = {c: i for i, c in enumerate((*CATEGORIES, NO_VIOLATION))}
+    out = out.assign(_order=out["category"].map(order)).sort_values(["model", "_order"], kind="mergesort")
+    out["category"] = out["category"].astype(object)
+    return _finish(out, CATEGORY_COLUMNS, ints=("count",))
 
 
 def first_violation_hist(scores: pd.DataFrame, bin_width: int = 1) -> pd.DataFrame:
@@ -291,6 +356,7 @@ def overall(scores: pd.DataFrame) -> pd.DataFrame:
             valid_rate=("valid", "mean"),
             progress_ratio_mean=("progress_ratio", "mean"),
             precision_mean=("precision", "mean"),
+            precision_positional_mean=("precision_positional", "mean"),
             recall_mean=("recall", "mean"),
             invalid_output_share=("invalid_output", "mean"),
         )

@@ -1,4 +1,4 @@
-"""``horizonbench``: generate, run and demo from the command line.
+"""``horizonbench``: generate, run, demo, rebuild and compare from the command line.
 
 Exit codes: 0 done; 1 the run failed (a table broke its suite, a stage crashed);
 2 bad command line or bad config, in which case nothing was written; 3 the run finished
@@ -106,6 +106,31 @@ def _parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--dest", metavar="DIR", help="where to write (default DIR/exports)")
     e.add_argument("--seed", type=int, metavar="N", help="split seed (default: the run's seed)")
+    a = sub.add_parser(
+        "analyze",
+        help="rebuild a finished run's analysis tables from its tables alone",
+        description="Rewrite DIR/analysis/ from the scores and episodes tables, with the config "
+        "recorded in DIR/manifest.json. No model is called and nothing is generated.",
+    )
+    a.add_argument("--run", required=True, metavar="DIR", help="a finished run folder (with manifest.json)")
+    rep = sub.add_parser(
+        "report",
+        help="rebuild a finished run's HTML report from its tables and analysis",
+        description="Rewrite DIR/report/index.html from the run's tables and analysis tables.",
+    )
+    rep.add_argument("--run", required=True, metavar="DIR", help="a finished run folder (with manifest.json)")
+    c = sub.add_parser(
+        "compare",
+        help="one HTML page comparing runs: L0 per model and setting, and its trend",
+        description="Compare finished runs: L0 per model and setting with its interval, side by "
+        "side; over a series of runs (ordered by start time) the trend of L0 per model and a flag "
+        "when a run's L0 leaves the previous run's interval. Writes OUT/index.html and "
+        "OUT/compare.parquet.",
+    )
+    c.add_argument("runs", nargs="*", metavar="DIR", help="finished run folders")
+    c.add_argument(
+        "--out", required=True, metavar="OUT", help="folder to write index.html and compare.parquet"
+    )
     return p
 
 
@@ -171,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "export":
         return _export(args)
+    if args.command in ("analyze", "report", "compare"):
+        return _rebuild(args)
     if args.command == "demo" and args.print_config:
         print(_demo_text(), end="")
         return 0
@@ -238,6 +265,83 @@ def _export(args: argparse.Namespace) -> int:
         print(f"{name}: {parts}")
     print(f"exports: {dest.resolve()}")
     return 0
+
+
+def _rebuild(args: argparse.Namespace) -> int:
+    """``analyze``, ``report`` and ``compare``: inputs are checked first (exit 2, one
+    line); then the work runs as a small Prefect flow when an API is configured (it shows
+    in the UI), else in-process without starting a temporary Prefect server."""
+    from horizonbench.core.errors import ConfigError, HorizonbenchError
+    from horizonbench.tasks import compare as runs
+
+    _prefect_defaults()
+    use_flow = bool(os.environ.get("PREFECT_API_URL"))
+    try:
+        if args.command == "compare":
+            paths, out = [Path(r) for r in args.runs], Path(args.out)
+            runs.check_compare(paths, out)
+            if use_flow:
+                from horizonbench.flows.rebuild import compare_flow
+
+                result = compare_flow([str(p) for p in paths], str(out))
+            else:
+                result = runs.write_compare(paths, out)
+            _print_moves(result)
+            print(f"table: {Path(result['table']).resolve()}")
+            print(f"compare: {Path(result['html']).resolve()}")
+            return 0
+        run = Path(args.run)
+        folder = runs.read_run(run)
+        if args.command == "analyze":
+            runs.analysis_parts(folder)
+            if use_flow:
+                from horizonbench.flows.rebuild import analyze_flow
+
+                analyze_flow(str(run))
+            else:
+                runs.rebuild_analysis(run)
+            _print_fits(run)
+            print(f"analysis: {(run / 'analysis').resolve()}")
+            return 0
+        runs.report_parts(folder)
+        if use_flow:
+            from horizonbench.flows.rebuild import report_flow
+
+            report = report_flow(str(run))
+        else:
+            report = runs.rebuild_report(run)
+        print(f"report: {Path(report).resolve()}")
+        return 0
+    except ConfigError as err:
+        return _fail(str(err), 2)
+    except HorizonbenchError as err:
+        return _fail(str(err), 1)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+
+
+def _print_fits(run: Path) -> None:
+    """The L0 lines the analysis task logs, for a rebuild without a Prefect logger."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    path = run / "analysis" / "fits.parquet"
+    if not path.exists():
+        return
+    for r in pq.read_table(path).to_pandas().itertuples():
+        ci = "" if pd.isna(r.L0_low) else f" (interval {r.L0_low:.1f} to {r.L0_high:.1f})"
+        print(f"{r.family}/{r.model} {r.method}: L0 = {r.L0:.1f}{ci}")
+
+
+def _print_moves(result: dict[str, Any]) -> None:
+    """One line per model whose latest L0 left the previous run's interval."""
+    for r in result["latest"].itertuples():
+        if r.moved in ("up", "down"):
+            success = "" if r.success_definition == "simulation" else f" (success: {r.success_definition})"
+            print(
+                f"moved {r.moved}: {r.family} [{r.setting_id}] {r.model}{success}: L0 {r.L0:.1f} in {r.run}, "
+                f"outside {r.previous_run}'s interval {r.previous_L0_low:.1f} to {r.previous_L0_high:.1f}"
+            )
 
 
 def _terminate(signum: int, frame: Any) -> None:

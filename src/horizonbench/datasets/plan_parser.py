@@ -5,15 +5,31 @@ therefore only ever *read* by a small hand-written scanner and never evaluated
 (no ``eval``, no ``ast.literal_eval``); nesting depth, token lengths and the
 overall size are bounded so hostile input finishes in roughly linear time.
 
-Models think aloud and revise, so an answer often holds several drafts. The
-last well-formed plan wins, because that is the one the model committed to.
-``allowed_actions`` only breaks ties between drafts (an unknown action in the
-chosen plan is kept: scoring it as a violation is the simulator's job).
+What a plan is:
 
-Accepted shapes: Python-like lists of pairs (``[('start', 'A1'), ...]``, with
-any quotes, brackets, bare numbers or words), JSON lists of objects or pairs,
-optionally wrapped in ``{"plan": [...]}``, and contiguous blocks of
-``action: arg`` or ``action(arg)`` lines, optionally numbered or bulleted.
+- a **step** is an (action, argument) pair. The action is a word of up to 64 letters,
+  digits and underscores, not starting with a digit; spaces and hyphens inside it
+  become underscores and it is lower-cased (``Move To`` and ``pick-up-key`` are
+  ``move_to`` and ``pick_up_key``). The argument is a word, a number or an identifier
+  (``A1``, ``5``, ``-2.5``, ``Alice``, ``room_3``; up to 64 characters), optionally
+  after one qualifying word (``key 5``, ``Key #5``). A missing argument, ``None`` or
+  ``null`` (quoted or not, as the argument or the action), an empty string, a nested
+  value or any other text (code, markup, a sentence) makes the pair not a step;
+- a **plan** is a non-empty sequence of steps and nothing else, in one of the accepted
+  shapes: a Python-like list of pairs (``[('start', 'A1'), ...]``, with any quotes,
+  brackets, bare numbers or words), a JSON list of objects or pairs, optionally
+  wrapped in ``{"plan": [...]}``, or a contiguous block of ``action: arg`` or
+  ``action(arg)`` lines, optionally numbered or bulleted (blank lines do not end a
+  block). One item that is not a step makes a list not a plan; a line that is not a
+  step ends a block of lines, like prose.
+
+Models think aloud and revise, so an answer often holds several drafts: the **last**
+plan is the one scored, whatever actions it uses (an unknown action is the
+simulator's to label, as ``unknown_action``). ``task_actions`` (the task's action
+vocabulary) only tells plans from lookalikes: text of the same shape that uses none
+of the task's actions (``Confidence: high``, ``Note: [('total', '2')]``, ``print(1)``)
+is not a plan for the task. Text with no plan is reported as "no plan found", which
+the families score ``invalid_output``.
 """
 
 from __future__ import annotations
@@ -40,6 +56,9 @@ _WS = re.compile(r"\s*")
 _STRING = {q: re.compile(rf"{q}((?:[^{q}\\\n]|\\.){{0,{_MAX_TOKEN}}}){q}") for q in "'\""}
 _BARE = re.compile(rf"[^,:()\[\]{{}}'\"\n]{{1,{_MAX_TOKEN}}}")
 _ACTION_OK = re.compile(r"[a-z_][a-z0-9_]{0,63}")
+#: a word, number or identifier, optionally after one qualifying word ("key 5", "Key #5")
+_ARG_OK = re.compile(r"(?:[A-Za-z]{1,20} )?#?\w{1,64}|[-+]?\d{1,18}(?:\.\d{1,18})?")
+_NULLS = frozenset({"none", "null"})
 
 _WRAPPER_KEYS = ("plan", "solution", "actions", "steps", "answer")
 _ARG_KEYS = ("arg", "argument", "target", "room", "key")
@@ -135,11 +154,17 @@ def _clean(raw: str) -> str:
 
 
 def _make_step(action: Any, arg: Any) -> Step | None:
-    """A step only if the action looks like a name, so prose in brackets is not a plan."""
+    """A step only if the action is a word and the argument a word, number or identifier
+    (see the module docstring), so prose, code or a null in brackets is not a plan."""
     if not isinstance(action, str) or not isinstance(arg, str):
         return None
     name = _normalise_action(action)
-    return Step(name, _clean(arg)) if _ACTION_OK.fullmatch(name) else None
+    value = _clean(arg)
+    if not _ACTION_OK.fullmatch(name) or not _ARG_OK.fullmatch(value):
+        return None
+    if name in _NULLS or value.lower() in _NULLS:  # Python's None, JSON's null: nothing
+        return None
+    return Step(name, value)
 
 
 def _as_step(item: Any) -> Step | None:
@@ -262,29 +287,33 @@ def _overlaps(block: tuple[int, int, Plan], brackets: list[tuple[int, int, Plan]
     return i > 0 and brackets[i - 1][1] > block[0]
 
 
-def _choose(candidates: list[tuple[int, int, Plan]], allowed: frozenset[str] | None) -> Plan:
-    """Last plan wins; with an allowed set, the last plan that is fully allowed wins."""
-    if allowed is not None:
-        for _, _, plan in reversed(candidates):
-            if all(step.action in allowed for step in plan):
-                return plan
-    return candidates[-1][2]
+def _choose(candidates: list[tuple[int, int, Plan]], vocabulary: frozenset[str] | None) -> Plan | None:
+    """The last plan, whatever its actions; with a vocabulary, the last that uses any of it."""
+    for _, _, plan in reversed(candidates):
+        if vocabulary is None or any(step.action in vocabulary for step in plan):
+            return plan
+    return None
 
 
-def _normalise_allowed(allowed: Iterable[str] | None) -> frozenset[str] | None:
-    if allowed is None:
+def _normalise_vocabulary(actions: Iterable[str] | None) -> frozenset[str] | None:
+    if actions is None:
         return None
-    return frozenset(_normalise_action(a) for a in allowed if isinstance(a, str))
+    return frozenset(_normalise_action(a) for a in actions if isinstance(a, str))
 
 
 def parse_plan(
     text: str,
     *,
-    allowed_actions: frozenset[str] | None = None,
+    task_actions: Iterable[str] | None = None,
     max_chars: int = 200_000,
     max_steps: int = 5_000,
 ) -> ParsedAnswer:
-    """Extract the model's final plan; failures are reported, never raised."""
+    """Extract the model's final plan; failures are reported, never raised.
+
+    ``task_actions``: the task's action vocabulary; a candidate using none of it is not
+    a plan for the task (see the module docstring). It never rejects a plan for using
+    other actions besides.
+    """
     if not isinstance(text, str):
         return ParsedAnswer(plan=None, error=f"answer is not text (got {type(text).__name__})")
     if len(text) > max_chars:
@@ -298,7 +327,9 @@ def parse_plan(
         candidates = sorted(brackets + lines, key=lambda c: c[0])
         if not candidates:
             return ParsedAnswer(plan=None, error="no plan found")
-        plan = _choose(candidates, _normalise_allowed(allowed_actions))
+        plan = _choose(candidates, _normalise_vocabulary(task_actions))
+        if plan is None:
+            return ParsedAnswer(plan=None, error="no plan found (none uses the task's actions)")
     except (RecursionError, MemoryError, TypeError, ValueError) as exc:
         # Last-resort guard so one odd answer cannot abort a whole evaluation run.
         return ParsedAnswer(plan=None, error=f"internal parser error: {type(exc).__name__}")

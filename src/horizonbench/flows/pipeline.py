@@ -129,24 +129,7 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     elif cfg.families:
         logger.warning("no models configured: instances only, no evaluation")
     provenance = {"versions": versions(), "git_sha": git_sha()}
-    run_info = {
-        "run": cfg.run.name,
-        "seed": cfg.run.seed,
-        "git_sha": provenance["git_sha"],
-        "families": ", ".join(cfg.families) or "none",
-        "models": ", ".join(m.name for m in cfg.evaluation.models) or "none",
-        "samples per instance": cfg.evaluation.samples,
-        "true L0 of noisy baselines": ", ".join(
-            f"{m.name}: {1 / -math.log1p(-m.eps):.1f}"
-            for m in cfg.evaluation.models
-            if m.kind == "noisy" and m.eps
-        )
-        or "none",
-        "versions": provenance["versions"],
-    }
-    if cfg.worlds is not None:
-        run_info["world agents"] = ", ".join(a.name for a in cfg.worlds.agents)
-        run_info["world environments"] = ", ".join(cfg.worlds.environments)
+    run_info = report_run_info(cfg, provenance)
     report = None
     if analysed or counts.get("worlds", {}).get("episodes"):
         report = build_report(str(run), f"horizonbench: {cfg.run.name}", run_info, _report_counts(counts))
@@ -164,6 +147,29 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     if problems:
         return Failed(message="; ".join(problems))
     return str(run / REPORT_REL) if report else str(run)
+
+
+def report_run_info(cfg: Config, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The report's run information block (also rebuilt by ``horizonbench report``)."""
+    info: dict[str, Any] = {
+        "run": cfg.run.name,
+        "seed": cfg.run.seed,
+        "git_sha": provenance.get("git_sha"),
+        "families": ", ".join(cfg.families) or "none",
+        "models": ", ".join(m.name for m in cfg.evaluation.models) or "none",
+        "samples per instance": cfg.evaluation.samples,
+        "true L0 of noisy baselines": ", ".join(
+            f"{m.name}: {1 / -math.log1p(-m.eps):.1f}"
+            for m in cfg.evaluation.models
+            if m.kind == "noisy" and m.eps
+        )
+        or "none",
+        "versions": provenance.get("versions") or {},
+    }
+    if cfg.worlds is not None:
+        info["world agents"] = ", ".join(a.name for a in cfg.worlds.agents)
+        info["world environments"] = ", ".join(cfg.worlds.environments)
+    return info
 
 
 def _world_study(cfg: Config, run: Path) -> dict[str, Any]:

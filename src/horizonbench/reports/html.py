@@ -17,6 +17,8 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup
 
+from horizonbench.analysis.decay import DEFAULT_SUCCESS_DEFINITION, SUCCESS_DEFINITIONS
+from horizonbench.datasets.maze.categories import category_of
 from horizonbench.reports import plots
 
 #: longest excerpt of a model response shown in the report
@@ -43,13 +45,15 @@ _OVERALL = [
     ("exact_match_rate", "exact match", "pct"),
     ("valid_rate", "valid plan", "pct"),
     ("progress_ratio_mean", "progress", "num"),
-    ("precision_mean", "precision", "num"),
+    ("precision_mean", "precision (multiset)", "num"),
+    ("precision_positional_mean", "precision (positional)", "num"),
     ("recall_mean", "recall", "num"),
     ("invalid_output_share", "invalid output", "pct"),
 ]
 _FITS = [
     ("model", "model", "text"),
     ("method", "method", "text"),
+    ("success_definition", "success counted", "text"),
     ("L0", "L0", "num"),
     ("L0_low", "CI low", "num"),
     ("L0_high", "CI high", "num"),
@@ -71,12 +75,14 @@ _BY_LENGTH = [
     ("valid_rate", "valid", "pct"),
     ("progress_ratio_mean", "progress", "num"),
     ("progress_ratio_sem", "± sem", "num"),
-    ("precision_mean", "precision", "num"),
+    ("precision_mean", "precision (multiset)", "num"),
+    ("precision_positional_mean", "precision (positional)", "num"),
     ("recall_mean", "recall", "num"),
 ]
 _VIOLATIONS = [
     ("model", "model", "text"),
     ("violation", "violation", "text"),
+    ("category", "seqBench category", "text"),
     ("count", "count", "int"),
     ("share", "share", "pct"),
 ]
@@ -422,6 +428,40 @@ def _with_range(df: pd.DataFrame, name: str, low: str, high: str) -> pd.DataFram
     return df.assign(**{name: list(zip(df[low], df[high], strict=True))})
 
 
+def _with_category(violations: pd.DataFrame) -> pd.DataFrame:
+    """Maze violation rows with their seqBench failure category
+    (``datasets/maze/categories.py``), derived from the violation type where the table
+    does not carry it; successes ("none") are their own category."""
+    if violations.empty or "violation" not in violations.columns:
+        return violations
+    derived = [
+        "none" if v == "none" else (None if _is_missing(v) else category_of(str(v)))
+        for v in violations["violation"]
+    ]
+    if "category" in violations.columns:
+        derived = [d if _is_missing(c) else c for c, d in zip(violations["category"], derived, strict=True)]
+    return violations.assign(category=derived)
+
+
+def _with_success_definition(fits: pd.DataFrame) -> pd.DataFrame:
+    """Fits with their success definition filled in: a fits table from before the
+    column existed was always fitted on the simulated success."""
+    if fits.empty:
+        return fits
+    if "success_definition" not in fits.columns:
+        return fits.assign(success_definition=DEFAULT_SUCCESS_DEFINITION)
+    filled = [DEFAULT_SUCCESS_DEFINITION if _is_missing(v) else str(v) for v in fits["success_definition"]]
+    return fits.assign(success_definition=filled)
+
+
+def _success_definitions(fits: pd.DataFrame) -> list[tuple[str, str]]:
+    """(name, meaning) of each success definition the fits use, in a fixed order."""
+    if fits.empty or "success_definition" not in fits.columns:
+        return []
+    used = set(fits["success_definition"])
+    return [(name, meaning) for name, (_, meaning) in SUCCESS_DEFINITIONS.items() if name in used]
+
+
 def _maze_figures(
     by_length: pd.DataFrame, fits: pd.DataFrame, violations: pd.DataFrame, first_violations: pd.DataFrame
 ) -> dict[str, Markup]:
@@ -482,6 +522,8 @@ def render_report(
         name: _maze(frames[name])
         for name in ("overall", "by_length", "fits", "violations", "first_violations")
     }
+    maze["fits"] = _with_success_definition(maze["fits"])
+    maze["violations"] = _with_category(maze["violations"])
     puzzle_eps = _with_range(_puzzles(frames["compounding"]), "eps_ci", "eps_low", "eps_high")
     puzzle_by_n = _with_range(
         _puzzles(frames["by_n"], "n"), "predicted_ci", "predicted_low", "predicted_high"
@@ -506,6 +548,7 @@ def render_report(
         "worlds": world_sections,
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),
+        "fit_success": _success_definitions(maze["fits"]),
         "by_length": _table(maze["by_length"], _BY_LENGTH),
         "violations": _table(maze["violations"], _VIOLATIONS),
         "eps": _table(puzzle_eps, _EPS),

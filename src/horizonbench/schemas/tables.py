@@ -91,7 +91,12 @@ SCORES_SCHEMA = pa.schema(
         pa.field("valid", pa.bool_(), nullable=False),
         pa.field("exact_match", pa.bool_(), nullable=False),
         pa.field("progress_ratio", pa.float64(), nullable=False),
+        #: maze: multiset precision (predicted actions found in the gold plan, order
+        #: ignored); puzzles: the share of legal moves
         pa.field("precision", pa.float64(), nullable=False),
+        #: maze: seqBench's precision read by position (predicted steps equal to the gold
+        #: step at the same index, over the predicted length); null for other families
+        pa.field("precision_positional", pa.float64()),
         pa.field("recall", pa.float64(), nullable=False),
         pa.field("plan_length", pa.int32(), nullable=False),
         pa.field("violation", pa.string()),
@@ -134,6 +139,7 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("valid_rate", _F),
         ("progress_ratio_mean", _F),
         ("precision_mean", _F),
+        ("precision_positional_mean", _F),
         ("recall_mean", _F),
         ("invalid_output_share", _F),
     ),
@@ -150,12 +156,16 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("progress_ratio_mean", _F),
         ("progress_ratio_sem", _F),
         ("precision_mean", _F),
+        ("precision_positional_mean", _F),
         ("recall_mean", _F),
     ),
     "fits": _schema(
         ("family", _S),
         ("model", _S),
         ("method", _S),
+        # which success the fit counts: "simulation" (the scores' success) or
+        # "exact_match" (seqBench's Pass@1); analysis/decay.py SUCCESS_DEFINITIONS
+        ("success_definition", _S),
         ("L0", _F),
         ("A", _F),
         ("L0_low", _F),
@@ -170,6 +180,8 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("family", _S),
         ("model", _S),
         ("violation", _S),
+        # the seqBench failure category of the violation (datasets/maze/categories.py)
+        ("category", _S),
         ("count", _I),
         ("share", _F),
     ),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -19,16 +19,24 @@ from horizonbench.datasets.maze.simulator import replay, score_plan
 from horizonbench.datasets.plan_parser import parse_plan
 from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
 
+#: rejection of a candidate whose rewind placed fewer keys than asked (``exact`` mode)
+NUM_KEYS_SHORT = "num_keys_short"
+
 
 class MazeParams(BaseModel):
-    """Generation parameters. Targets; the effective values are recorded per instance."""
+    """Generation parameters. Noise and shuffle are targets (the effective values are
+    recorded per instance); ``num_keys`` is exact unless ``num_keys_mode: at_most``."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     grid_rows: int = Field(ge=2, le=500)
     grid_cols: int = Field(ge=2, le=500)
-    #: target number of locked doors on the optimal path (B)
+    #: number of locked doors on the optimal path (B); see ``num_keys_mode``
     num_keys: int = Field(default=2, ge=0, le=50)
+    #: the rewind construction stops early when the current cell is walled in by the
+    #: doors already locked; ``exact`` rejects such a candidate (``num_keys_short``),
+    #: ``at_most`` keeps it with fewer keys (its effective B is in the row's num_keys)
+    num_keys_mode: Literal["exact", "at_most"] = "exact"
     #: distracting facts / supporting facts
     noise_ratio: float = Field(default=0.0, ge=0.0, le=20.0)
     #: share of the fact listing moved away from its path-ordered position
@@ -51,6 +59,9 @@ class MazePrompt(BaseModel):
     shots: int = Field(default=3, ge=0, le=3)
     #: include the reasoning guidance paragraph
     guidance: bool = True
+    #: ask for a self-assessment (confidence and perceived difficulty, 1 to 5) on a line
+    #: after the plan, as seqBench's prompt does; it is not scored
+    self_assessment: bool = True
 
 
 STEP = pa.struct([("action", pa.string()), ("arg", pa.string())])
@@ -92,6 +103,8 @@ class MazeFamily:
         maze = generate_maze(
             p.grid_rows, p.grid_cols, p.num_keys, p.noise_ratio, p.shuffle_ratio, decoys, seed
         )
+        if p.num_keys_mode == "exact" and maze.num_keys != p.num_keys:
+            return Candidate(None, NUM_KEYS_SHORT)  # before the certificate: it is the costly part
         world = world_from_facts(list(maze.facts))
         sol = solve(world)
         if sol.length is None:
@@ -133,10 +146,19 @@ class MazeFamily:
         ps = MazePrompt.model_validate(
             prompt_settings.model_dump() if isinstance(prompt_settings, BaseModel) else prompt_settings
         )
-        return prompt.render(list(row["facts"]), ps.shots, ps.guidance)
+        # the worked examples are drawn at the instance's own (effective) noise and
+        # shuffle ratios
+        return prompt.render(
+            list(row["facts"]),
+            ps.shots,
+            ps.guidance,
+            noise_ratio=float(row["noise_ratio"]),
+            shuffle_ratio=float(row["shuffle_ratio"]),
+            self_assessment=ps.self_assessment,
+        )
 
     def parse_answer(self, text: str) -> ParsedAnswer:
-        return parse_plan(text, allowed_actions=ACTIONS)
+        return parse_plan(text, task_actions=ACTIONS)
 
     def score(self, row: Mapping[str, Any], parsed: ParsedAnswer) -> Score:
         return score_plan(list(row["facts"]), gold_plan(row), parsed)

@@ -7,6 +7,11 @@ path between them, and moving the current cell to the key cell. The agent starts
 the last key cell. With no doors (B = 0) the construction would start on the goal,
 so a random start reachable from the goal is drawn instead.
 
+As in the paper, the construction stops early when the current cell is walled in by
+the doors already locked (no other cell is reachable from it), so a maze may have
+fewer keys than asked; ``Maze.num_keys`` is the number placed. Whether such a maze is
+used is the family's choice (``MazeParams.num_keys_mode``): by default it is rejected.
+
 Three random streams are derived from the candidate seed, so the maze does not
 change with the noise or shuffle setting: stream 0 builds the maze, stream 1 orders
 the distractor pool (a higher noise ratio shows a superset of the distractors of a
@@ -43,6 +48,7 @@ class Maze:
     cols: int
     start: str
     goal: str
+    #: doors on the gold path as placed: at most the target, fewer if the rewind stopped early
     num_keys: int
     gold: tuple[Step, ...]
     facts: tuple[str, ...]
@@ -61,7 +67,8 @@ def _rewind(
     """Algorithm 1. Returns (start, goal, segments in forward order).
 
     A segment is (key cell, locked door, cell path from the key cell to the cell the
-    previous round started from).
+    previous round started from). Fewer than ``target_keys`` segments when a round
+    finds the current cell walled in (Algorithm 1's "Break").
     """
     goal = int(rng.integers(n))
     x = goal

@@ -28,7 +28,7 @@ def _invalid(error: str | None) -> Score:
         plan_length=0,
         violation="invalid_output",
         first_violation_step=None,
-        extra={"parse_error": error},
+        extra={"parse_error": error, "precision_multiset": 0.0, "precision_positional": 0.0},
     )
 
 
@@ -49,12 +49,37 @@ def _search(facts: tuple[str, ...]) -> Solution:
 
 
 def precision_recall(plan: Sequence[Step], gold: Sequence[Step]) -> tuple[float, float]:
-    """Overlap of the two plans as multisets of (action, argument)."""
+    """Multiset precision and recall: overlap of the two plans as multisets of
+    (action, argument), over the predicted and over the gold length.
+
+    Order plays no part, so a plan that leaves out a key pickup but keeps every other
+    gold action has precision 1.0. :func:`precision_positional` is the order-aware one.
+    """
     if not plan or not gold:
         return 0.0, 0.0
     pc, gc = Counter(plan), Counter(gold)
     matched = sum(min(n, gc[s]) for s, n in pc.items())
     return matched / len(plan), matched / len(gold)
+
+
+def precision_positional(plan: Sequence[Step], gold: Sequence[Step]) -> float:
+    """seqBench's precision, read position by position: the share of predicted steps
+    that equal the gold step at the same index.
+
+    ``|{i < min(len(plan), len(gold)) : plan[i] == gold[i]}| / len(plan)``, 0.0 for an
+    empty plan. The paper defines precision as "the proportion of predicted actions that
+    are correct" and judges Pass@1 by identity with the gold plan; reading "correct"
+    as "the gold action at that position" keeps both definitions on the same footing:
+    positional precision 1.0 with the gold length is exactly an exact match. A step is
+    therefore credited only where it stands: leaving out one action shifts every later
+    one off its gold position, so a plan that skips a key pickup loses the credit for
+    everything after the gap. Like exact match, it compares with the one gold plan, so
+    a different optimal plan scores below 1.0 while ``success`` is true.
+    """
+    if not plan:
+        return 0.0
+    hits = sum(1 for p, g in zip(plan, gold, strict=False) if p == g)
+    return hits / len(plan)
 
 
 def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
@@ -74,6 +99,7 @@ def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
     key = tuple(facts)
     world = _world(key)
     precision, recall = precision_recall(plan, gold_n)
+    positional = precision_positional(plan, gold_n)
     exact = plan == gold_n
 
     # pass 1: legality, keeping the state after each legal action
@@ -117,7 +143,7 @@ def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
         plan_length=len(plan),
         violation=violation,
         first_violation_step=first_bad,
-        extra={"parse_error": None},
+        extra={"parse_error": None, "precision_multiset": precision, "precision_positional": positional},
     )
 
 
@@ -161,4 +187,4 @@ def format_plan(plan: Sequence[Step]) -> str:
     return "[" + ", ".join(f"('{s.action}', '{s.arg}')" for s in plan) + "]"
 
 
-__all__ = ["RESCUE_TARGET", "format_plan", "precision_recall", "replay", "score_plan"]
+__all__ = ["RESCUE_TARGET", "format_plan", "precision_positional", "precision_recall", "replay", "score_plan"]

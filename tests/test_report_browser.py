@@ -1,0 +1,173 @@
+"""The demo's report in a real browser: headless Chromium from Debian's packages.
+
+The page must load with no console errors or warnings and no uncaught exception, request
+nothing beyond the file itself (data: URLs are part of the file), carry a title and a table
+of contents whose links all land on a section, and fit a laptop screen's width. A
+screenshot at laptop size is written to ``<run>/report/screenshot.png`` for CI to keep.
+
+Chromium is installed with apt-get when it is missing; the tests skip, saying why, only
+where that cannot be done. ``HORIZONBENCH_BROWSER_RUN=<run folder>`` tests that run's
+report instead of running the demo (e.g. after ``make demo``, so the screenshot lands in
+``runs/demo/report/``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from browser import INSTALL_HINT, LAPTOP, ensure_chromium, load_page
+
+ENV_RUN = "HORIZONBENCH_BROWSER_RUN"
+
+# every in-page link of the table of contents, whichever way the template marks it up
+TOC_LINKS = (
+    "[...document.querySelectorAll(\"nav a[href^='#'], .toc a[href^='#'], #toc a[href^='#'], "
+    "#contents a[href^='#']\")].map(a => a.getAttribute('href'))"
+)
+MISSING_TARGETS = f"{TOC_LINKS}.filter(h => !document.getElementById(decodeURIComponent(h.slice(1))))"
+PAGE = {
+    "title": "document.title",
+    "toc": TOC_LINKS,
+    "missing": MISSING_TARGETS,
+    "sections": "document.querySelectorAll('h2').length",
+    "page_width": "document.documentElement.scrollWidth",
+    "window_width": "window.innerWidth",
+}
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    path, why = ensure_chromium()
+    if path is None:
+        pytest.skip(f"headless Chromium unavailable: {why}; to run the browser tests, {INSTALL_HINT}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_run() -> Path:
+    given = os.environ.get(ENV_RUN)
+    if given:
+        run = Path(given)
+        assert (run / "report" / "index.html").is_file(), f"{ENV_RUN}={given} holds no report/index.html"
+        return run
+    # inside the checkout (runs/ is git-ignored), so CI keeps the report and its
+    # screenshot after the tests: runs/test-report/report/screenshot.png
+    run = Path(__file__).resolve().parents[1] / "runs" / "test-report"
+    shutil.rmtree(run, ignore_errors=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "horizonbench.cli.main", "demo", "--out", str(run)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    last = "\n".join(done.stderr.strip().splitlines()[-12:])
+    assert done.returncode == 0, f"`horizonbench demo` failed with exit code {done.returncode}:\n{last}"
+    return run
+
+
+@pytest.fixture(scope="session")
+def demo_page(chromium, demo_run):
+    return load_page(
+        chromium,
+        demo_run / "report" / "index.html",
+        screenshot=demo_run / "report" / "screenshot.png",
+        evaluate=PAGE,
+    )
+
+
+@pytest.mark.flow
+def test_the_report_loads_without_console_errors_or_exceptions(demo_page) -> None:
+    assert demo_page.console == []
+    assert demo_page.exceptions == []
+    assert demo_page.failed_loads == []
+
+
+@pytest.mark.flow
+def test_no_request_leaves_the_file(demo_page) -> None:
+    assert demo_page.requests == []
+
+
+@pytest.mark.flow
+def test_a_laptop_size_screenshot_is_written_to_the_run_folder(demo_page, demo_run) -> None:
+    shot = demo_run / "report" / "screenshot.png"
+    assert demo_page.screenshot == shot
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000
+    with Image.open(shot) as img:
+        img.verify()
+    with Image.open(shot) as img:
+        assert img.size == LAPTOP
+        colours = img.convert("RGB").getcolors(maxcolors=1 << 16)
+    # a blank or failed page is one or two flat colours; text and tables give many more
+    assert colours is None or len(colours) > 50, f"only {len(colours)} colours: a blank page?"
+    dominant = max(count for count, _ in colours) if colours else 0
+    assert dominant < 0.97 * LAPTOP[0] * LAPTOP[1]
+
+
+@pytest.mark.flow
+def test_the_page_has_a_title(demo_page) -> None:
+    assert demo_page.values["title"].startswith("horizonbench")
+
+
+@pytest.mark.flow
+def test_the_table_of_contents_links_to_sections_that_exist(demo_page) -> None:
+    toc = demo_page.values["toc"]
+    assert len(toc) >= 5, f"table of contents has {len(toc)} links: {toc}"
+    assert len(set(toc)) == len(toc), f"repeated entries: {toc}"
+    assert demo_page.values["missing"] == []
+    assert demo_page.values["sections"] >= len(toc) - 1
+
+
+@pytest.mark.flow
+def test_the_page_fits_a_laptop_screen_width(demo_page) -> None:
+    # wide tables may scroll inside their own box; the page itself must not scroll sideways
+    assert demo_page.values["page_width"] <= demo_page.values["window_width"] == LAPTOP[0]
+
+
+# controls: the harness sees what it is meant to see, and only that
+
+
+def test_the_harness_catches_a_console_error_and_an_outgoing_request(chromium, tmp_path) -> None:
+    page = tmp_path / "bad.html"
+    page.write_text(
+        "<!doctype html><html><head><title>bad</title></head><body><p>bad</p>"
+        '<script>console.error("x")</script><img src="http://127.0.0.1:9/x.png"></body></html>'
+    )
+    seen = load_page(chromium, page, screenshot=tmp_path / "bad.png")
+    assert seen.console == ["error: x"]
+    # port 9 is one Chromium refuses to connect to: the request is seen, nothing is sent
+    assert seen.requests == ["http://127.0.0.1:9/x.png"]
+    assert seen.exceptions == []
+    assert (tmp_path / "bad.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_harness_catches_an_uncaught_exception(chromium, tmp_path) -> None:
+    page = tmp_path / "throws.html"
+    page.write_text('<!doctype html><title>t</title><script>throw new Error("boom")</script>')
+    seen = load_page(chromium, page)
+    assert len(seen.exceptions) == 1 and "boom" in seen.exceptions[0]
+    assert seen.console == [] and seen.requests == []
+
+
+def test_data_urls_and_in_page_links_are_not_requests(chromium, tmp_path) -> None:
+    pixel = (
+        "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+        "+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+    )
+    page = tmp_path / "clean.html"
+    page.write_text(
+        f'<!doctype html><title>clean</title><nav><a href="#a">a</a></nav><img src="{pixel}">'
+        '<h2 id="a">a</h2><script>location.hash = "a"; console.log("fine")</script>'
+    )
+    seen = load_page(chromium, page, evaluate={"toc": TOC_LINKS, "missing": MISSING_TARGETS})
+    assert seen.console == [] and seen.exceptions == [] and seen.failed_loads == []
+    assert seen.requests == []
+    assert seen.values == {"toc": ["#a"], "missing": []}
