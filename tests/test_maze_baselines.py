@@ -144,8 +144,15 @@ def test_noisy_succeeds_iff_no_step_is_corrupted(row: dict, seed: int, eps: floa
         # and the simulator spots the breakage no earlier than the corruption
         assert sc.first_violation_step is not None and sc.first_violation_step >= first
         if row["optimal_plan_count"] == 1:
-            # with a single optimal plan, leaving the gold plan ends the progress count
-            assert sc.progress_ratio <= first / len(gold) + 1e-12
+            # with a single optimal plan, leaving the gold plan ends the progress count;
+            # a corruption may redraw the gold step by chance (a random move back to the
+            # same room), so the plan leaves it where it first differs, not at the first hit
+            leaves = next(
+                (i for i, (s, g) in enumerate(zip(steps, gold, strict=False)) if s != g),
+                min(len(steps), len(gold)),
+            )
+            assert leaves >= first
+            assert sc.progress_ratio <= leaves / len(gold) + 1e-12
 
 
 @pytest.mark.parametrize(("eps", "target_len"), [(0.03, 30), (0.1, 12), (0.02, 60)])
