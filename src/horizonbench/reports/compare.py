@@ -10,21 +10,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import jinja2
 import pandas as pd
 from markupsafe import Markup
 
 from horizonbench.analysis.compare import FLAG_METHOD, latest_moves, settings
 from horizonbench.reports.compare_plots import l0_trend_svg
+from horizonbench.reports.html import _ENV as REPORT_ENV
 
-_ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("horizonbench.reports", "templates"),
-    autoescape=True,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-    keep_trailing_newline=True,
-)
+# the report's own environment: the same loader, autoescaping and strictness
+_ENV = REPORT_ENV
 #: the mark shown beside a run's L0 when it moved, by direction
 _MARKS = {"up": "▲", "down": "▼"}
 
