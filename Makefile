@@ -32,6 +32,7 @@ bench: install
 	$(BIN)/python benchmarks/puzzles.py
 	$(BIN)/python benchmarks/worlds.py
 	$(BIN)/python benchmarks/harness.py
+	$(BIN)/python benchmarks/analysis_scale.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

@@ -41,3 +41,28 @@ def test_figure1_config_is_the_papers_setting():
 def test_demo_config_is_offline_only():
     cfg = parse_config(yaml.safe_load(_demo_text()))
     assert {m.provider for m in cfg.evaluation.models} == {"offline"}
+
+
+def test_the_seqbench_paper_config_sweeps_every_axis_of_the_paper():
+    from horizonbench.analysis.sweep import setting_axes
+
+    cfg = load_config(ROOT / "configs" / "seqbench-paper.yaml")
+    axes = setting_axes(cfg.families)
+    assert len(axes) == len(cfg.families) >= 10
+    base = axes["maze"]
+
+    def values(axis: str, **held) -> set:
+        return {
+            a[axis]
+            for a in axes.values()
+            if all(a[k] == v for k, v in held.items())
+            and all(a[k] == base[k] for k in a if k != axis and k not in held)
+        }
+
+    assert values("num_keys") >= {0, 1, 2, 3, 4}
+    assert values("noise_ratio") >= {0.0, 0.5, 1.0}
+    assert values("shuffle_ratio", noise_ratio=0.5) >= {0.0, 0.5, 1.0}
+    assert values("shots") >= {0, 1, 3}
+    assert values("guidance") == {True, False}
+    assert len(values("grid")) >= 2
+    assert {m.provider for m in cfg.evaluation.models} == {"offline"}

@@ -3,22 +3,49 @@
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
+from markupsafe import escape
 
 from horizonbench.analysis import summary, worlds
+from horizonbench.analysis.failures import choose_failures
 from horizonbench.reports import plots
 from horizonbench.reports.html import MAX_RESPONSE_CHARS, render_report
 from horizonbench.schemas.tables import SCORES_SCHEMA
+from horizonbench.tasks.analyse import analyse_scores
+from horizonbench.tasks.report import failure_examples
 
 HOSTILE = '<script>alert(1)</script><img src="https://evil.example/x.png">'
 #: a src/href (or CSS url()) that would make the browser fetch something
 EXTERNAL_REF = re.compile(
     r"""(?:\b(?:src|href)\s*=\s*["']?\s*(?:https?:)?//)|url\(\s*["']?\s*(?:https?:)?//""",
     re.I,
+)
+#: the analysis tables behind seqBench's further figures, passed as ``tables``
+SEQBENCH_TABLES = (
+    "progress_distribution",
+    "first_violation_by_length",
+    "violations_by_length",
+    "instance_progress",
+    "model_pairs",
+    "tokens_by_length",
+)
+#: what a figure drawn from an empty table says instead
+EMPTY_FIGURE = re.compile(r">no (?:scored|failed|two models|whole-plan)[^<]*<")
+#: the sections holding the maze figures; the decay fits and the per-bin table have none
+MAZE_FIGURE_SECTIONS = (
+    "success",
+    "metrics",
+    "progress-distribution",
+    "violations",
+    "violations-by-length",
+    "first-violation",
+    "tokens",
+    "pairs",
 )
 
 
@@ -62,9 +89,20 @@ def _maze(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(family="maze")[["family", *table.columns]]
 
 
+def _seqbench_tables(scores: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The seqBench figure tables as the analyse stage computes them, with an output
+    token count for every whole-plan answer."""
+    tokens = scores[["family", "model", "instance_id", "sample", "mode"]].assign(
+        turn=0, output_tokens=10 * scores["solution_length"]
+    )
+    tables = analyse_scores(scores, bootstrap=0, seed=0, min_attempts=1, bin_width=5, tokens=tokens)
+    return {name: tables[name] for name in SEQBENCH_TABLES}
+
+
 def _inputs(scores: pd.DataFrame, examples: list[dict] | None = None) -> dict:
     return {
         "title": "horizonbench: test run",
+        "tables": _seqbench_tables(scores),
         "run_info": {"run": "test", "seed": 0, "git_sha": "abc123", "versions": {"numpy": np.__version__}},
         "overall": _maze(summary.overall(scores)),
         "by_length": _maze(summary.success_by_length(scores, bin_width=5)),
@@ -106,11 +144,37 @@ def full_html() -> str:
     return render_report(**_inputs(_scores(), examples))
 
 
+def _section(html: str, anchor: str) -> str:
+    start = html.index(f'<section id="{anchor}">')
+    return html[start : html.index("</section>", start)]
+
+
+def _svgs_by_section(html: str) -> dict[str, int]:
+    """How many ``<svg>`` each section holds, sections without any left out; fails
+    unless every ``<svg>`` of the page is in a section (sections do not nest)."""
+    sections = re.findall(r'<section id="([^"]+)">(.*?)</section>', html, re.S)
+    counts = {anchor: body.count("<svg") for anchor, body in sections if "<svg" in body}
+    assert sum(counts.values()) == html.count("<svg")
+    return counts
+
+
+def _assert_only_our_script(html: str) -> None:
+    """The page's one script is our own inline filter after the content: a bare
+    ``<script>`` (no ``src``, no attributes) that nothing in the model text added to."""
+    assert re.findall(r"<script\b[^>]*>", html, re.I) == ["<script>"]
+    assert len(re.findall(r"</script", html, re.I)) == 1
+    assert html.index("<script>") > html.index("</main>")
+
+
 def test_self_contained(full_html: str) -> None:
     assert full_html.lstrip().lower().startswith("<!doctype html>")
     assert "<svg" in full_html
     assert not EXTERNAL_REF.search(full_html)
-    assert "<script" not in full_html.lower()
+    # one script, our own inline filter of the failing answers: no src, nothing loaded
+    _assert_only_our_script(full_html)
+    body = full_html[full_html.index("<script>") : full_html.index("</script>")]
+    for fetching in ("fetch(", "XMLHttpRequest", "import(", "src", "http"):
+        assert fetching not in body
     assert "<link" not in full_html.lower()
 
 
@@ -123,13 +187,28 @@ def test_all_sections_present(full_html: str) -> None:
         "violations",
         "first-violation",
         "bins",
-        "examples",
+        "progress-distribution",
+        "violations-by-length",
+        "tokens",
+        "pairs",
+        "failures",
         "run",
     ):
         assert f'id="{anchor}"' in full_html
     assert "<details" in full_html
     assert "wls_log" in full_html and "binomial_mle" in full_html
-    assert full_html.count("<svg") == 5
+    # every figure holds one SVG and sits in a maze section; each of those has one
+    figures = re.findall(r"<figure[^>]*>(.*?)</figure>", full_html, re.S)
+    assert [f.count("<svg") for f in figures] == [1] * len(figures)
+    assert len(figures) == full_html.count("<svg")
+    assert set(_svgs_by_section(full_html)) == set(MAZE_FIGURE_SECTIONS)
+    # the figures have data: none is a placeholder saying its table is empty
+    for anchor in MAZE_FIGURE_SECTIONS:
+        assert not EMPTY_FIGURE.search(_section(full_html, anchor)), anchor
+    assert EMPTY_FIGURE.search(render_report(**{**_inputs(_scores()), "tables": {}}))
+    # the model pair table compares the two models on their shared instances
+    _, pairs = _table_rows(_section(full_html, "pairs"))
+    assert [sorted(row[:2]) for row in pairs] == [["noisy-0.02", "noisy-0.05"]]
     # maze only: no puzzle section, and the nav links nowhere it does not lead
     assert 'id="puzzles"' not in full_html and 'href="#puzzles"' not in full_html
     for link in re.findall(r'href="#([^"]+)"', full_html):
@@ -144,11 +223,29 @@ def test_summary_leads_with_the_family(full_html: str) -> None:
     assert rows == [("maze", "noisy-0.02"), ("maze", "noisy-0.05")]
 
 
-def test_example_header_shows_the_family(full_html: str) -> None:
-    header = re.search(r"<header><strong>noisy-0\.02</strong>(.*?)</header>", full_html, re.S)
-    assert header is not None
-    assert "maze" in header.group(1) and "L = 40" in header.group(1)
-    assert "rollout" not in header.group(1)
+def _failure_boxes(html: str) -> dict[str, str]:
+    """Each model's box of failing answers in the failures section, by model."""
+    failures = _section(html, "failures")
+    starts = [m.start() for m in re.finditer(r'<details class="failures" ', failures)]
+    boxes = [failures[a:b] for a, b in zip(starts, [*starts[1:], len(failures)], strict=True)]
+    return {re.search(r'data-model="([^"]*)"', box).group(1): box for box in boxes}
+
+
+def test_failure_summary_shows_the_family(full_html: str) -> None:
+    box = _failure_boxes(full_html)["noisy-0.02"]
+    answer = re.search(
+        r'<details class="failure" data-violation="locked_door" data-family="maze" data-l="40">'
+        r"\s*<summary>(.*?)</summary>",
+        box,
+        re.S,
+    )
+    assert answer is not None
+    line = " ".join(answer.group(1).split())
+    assert "· maze ·" in line and "L = 40" in line and "<code>i3</code>" in line
+    assert "rollout" not in line
+    # an answer without a family says so by an empty label, never another family's
+    other = _failure_boxes(full_html)["noisy-0.05"]
+    assert '<details class="failure" data-violation="non_adjacent_move" data-family="" data-l="12">' in other
 
 
 def test_frames_without_a_family_column_are_maze_tables() -> None:
@@ -163,14 +260,132 @@ def test_frames_without_a_family_column_are_maze_tables() -> None:
         "first_violations": summary.first_violation_hist(scores),
     }
     html = render_report(**inputs)
-    assert html.count("<svg") == 5
     assert 'id="bins"' in html and 'id="puzzles"' not in html
+    # the same maze figures, section by section, as from the labelled tables
+    assert _svgs_by_section(html) == _svgs_by_section(render_report(**_inputs(scores)))
+    assert set(_svgs_by_section(html)) == set(MAZE_FIGURE_SECTIONS)
 
 
 def test_hostile_response_is_escaped(full_html: str) -> None:
     assert "<script>alert(1)</script>" not in full_html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in full_html
     assert "<img" not in full_html
+
+
+def _answers(scores: pd.DataFrame) -> pd.DataFrame:
+    """One whole-plan attempt per scored row, its answer naming the row."""
+    return scores[["model", "family", "instance_id", "sample", "mode"]].assign(
+        turn=0, response="answer to " + scores["model"] + "/" + scores["instance_id"]
+    )
+
+
+def test_failures_say_how_many_of_the_model_total_they_show() -> None:
+    scores = _scores()
+    failed = scores[scores["answered"] & ~scores["success"]]
+    expected = failed.groupby("model").size().to_dict()
+    assert min(expected.values()) > 4  # more failures than are shown
+    examples = failure_examples(scores, _answers(scores), per_model=4)
+    _, totals = choose_failures(scores, 4)
+    html = render_report(**_inputs(scores, examples), failures_total=totals)
+    boxes = _failure_boxes(html)
+    assert sorted(boxes) == sorted(expected)
+    for model, total in expected.items():
+        assert f"<summary>{model}: 4 of {total} failing answers shown</summary>" in boxes[model]
+        answers = re.findall(r"<pre>answer to ([^/]*)/", boxes[model])
+        assert answers == [model] * 4
+        assert '<output class="count">4 shown</output>' in boxes[model]
+    # a model whose answers could not be read still says how many failures it had
+    html = render_report(**_inputs(scores, examples), failures_total={**totals, "unread": 7})
+    assert "<summary>unread: 0 of 7 failing answers shown</summary>" in _failure_boxes(html)["unread"]
+
+
+class _Page(HTMLParser):
+    """Every start tag with its attributes (character references resolved, as a browser
+    reads them) and the text of every ``<pre>``."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.pre: list[str] = []
+        self._in_pre = False
+        self.feed(html)
+        self.close()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag == "pre":
+            self._in_pre = True
+            self.pre.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "pre":
+            self._in_pre = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_pre:
+            self.pre[-1] += data
+
+    def attrs(self, tag: str, css_class: str) -> list[dict[str, str | None]]:
+        return [a for t, a in self.tags if t == tag and a.get("class") == css_class]
+
+
+def test_hostile_text_in_the_failures_browser_stays_text() -> None:
+    """Model names, labels and answers are text: they can neither close an attribute
+    nor open an element, in the failures browser or in its data attributes."""
+    model = 'm" onmouseover="alert(1)" x="<script>alert(2)</script>'
+    violation = 'loop" onmouseover="alert(3)'
+    family = 'maze"><script>alert(4)</script>'
+    response = '" onmouseover="x</pre><script>alert(5)</script><img src=x onerror="alert(6)">'
+    examples = [
+        {
+            "model": model,
+            "family": family,
+            "mode": "plan",
+            "turn": 0,
+            "sample": 0,
+            "instance_id": 'i1"><b>',
+            "solution_length": 7,
+            "violation": violation,
+            "first_violation_step": 2,
+            "response": response,
+        },
+        {
+            "model": model,
+            "family": "maze",
+            "mode": "plan",
+            "turn": 0,
+            "sample": 0,
+            "instance_id": "i2",
+            "solution_length": 9,
+            "violation": "locked_door",
+            "first_violation_step": 1,
+            "response": "a plain answer",
+        },
+    ]
+    html = render_report(**_inputs(_scores(), examples), failures_total={model: 3})
+    page = _Page(html)
+    # no element, attribute or script came from the model text
+    assert [t for t, _ in page.tags if t == "script"] == ["script"]
+    assert not [t for t, _ in page.tags if t in ("img", "b")]
+    handlers = {(t, name) for t, a in page.tags for name in a if name.startswith("on")}
+    assert handlers == {("form", "onsubmit")}
+    _assert_only_our_script(html)
+    # the attributes read back exactly as the text they were given
+    (box,) = page.attrs("details", "failures")
+    assert box["data-model"] == model and set(box) == {"class", "data-model", "open"}
+    answers = page.attrs("details", "failure")
+    assert [(a["data-violation"], a["data-family"], a["data-l"]) for a in answers] == [
+        (violation, family, "7"),
+        ("locked_door", "maze", "9"),
+    ]
+    assert all(set(a) == {"class", "data-violation", "data-family", "data-l"} for a in answers)
+    options = {a["value"] for t, a in page.tags if t == "option"}
+    assert {violation, family} <= options
+    # the answer is the text of its <pre>, whole
+    assert page.pre == [response, "a plain answer"]
+    failures = _section(html, "failures")
+    assert "&lt;/pre&gt;&lt;script&gt;alert(5)&lt;/script&gt;" in failures
+    assert f"<summary>{escape(model)}: 2 of 3 failing answers shown</summary>" in failures
 
 
 def test_long_response_is_truncated(full_html: str) -> None:
@@ -283,7 +498,8 @@ def _world_section(html: str, env: str) -> str:
 
 def test_the_harness_part_compares_memory_modes_and_escapes_model_text() -> None:
     html = render_report(**_inputs(_scores()), worlds=_world_tables(with_models=True))
-    assert "<script" not in html.lower()
+    _assert_only_our_script(html)
+    assert "<script>alert" not in html
     assert not EXTERNAL_REF.search(html)
     assert "gpt&lt;script&gt;alert(2)&lt;/script&gt;" in html
     assert "planner: &lt;script&gt;alert(3)&lt;/script&gt; context exceeded" in html
@@ -337,11 +553,6 @@ def test_the_phase_diagram_marks_cells_stopped_by_a_harness_limit() -> None:
 
 
 # --- what the metrics and the fits mean ------------------------------------------------
-
-
-def _section(html: str, anchor: str) -> str:
-    start = html.index(f'<section id="{anchor}">')
-    return html[start : html.index("</section>", start)]
 
 
 def _table_rows(section: str) -> tuple[list[str], list[list[str]]]:
@@ -412,3 +623,18 @@ def test_violations_show_the_seqbench_category(with_column: bool) -> None:
     headers, rows = _table_rows(_section(render_report(**inputs), "violations"))
     got = {(r[headers.index("violation")], r[headers.index("seqBench category")]) for r in rows}
     assert got == {("none", "none"), ("locked_door", "locked_door"), ("non_adjacent_move", "adjacency")}
+
+
+def test_the_config_as_run_is_in_the_provenance_block_escaped() -> None:
+    inputs = _inputs(_scores())
+    inputs["run_info"] = {
+        **inputs["run_info"],
+        "config": {"run": {"name": "x<b>y"}, "families": {"maze": {"params": {"noise_ratio": 0.5}}}},
+    }
+    html = render_report(**inputs)
+    block = html[
+        html.index('<pre class="config">') : html.index("</pre>", html.index('<pre class="config">'))
+    ]
+    assert "name: x&lt;b&gt;y" in block
+    assert "noise_ratio: 0.5" in block
+    assert "<dt>config</dt>" not in html  # shown once, as YAML, not as a JSON line

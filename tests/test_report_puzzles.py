@@ -12,10 +12,10 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from horizonbench.analysis import summary
-from horizonbench.analysis.compounding import compounding_tables
+from horizonbench.analysis.failures import choose_failures
 from horizonbench.reports.html import render_report
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, ATTEMPTS_SCHEMA, SCORES_SCHEMA
+from horizonbench.tasks.analyse import analyse_scores
 from horizonbench.tasks.report import failure_examples
 
 HOSTILE = "<script>alert(1)</script>"
@@ -84,49 +84,47 @@ def _scores(maze_models: tuple[str, ...], puzzle_models: tuple[str, ...]) -> pd.
 
 def _analyse(scores: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """The analysis tables as the analyse stage writes them: one evaluation at a time
-    ("hanoi" for whole plans, "hanoi/rollout" for rollouts), each led by that label."""
-    label = scores["family"] + scores["mode"].map(lambda m: "" if m == "plan" else f"/{m}")
-    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in ANALYSIS_SCHEMAS}
-    for family, df in scores.groupby(label, sort=True):
-        df = df.reset_index(drop=True)
-        tables = {
-            "overall": summary.overall(df),
-            "by_length": summary.success_by_length(df, bin_width=5),
-            "fits": summary.fit_all(df, bootstrap=5, seed=0, bin_width=5),
-            "violations": summary.violation_counts(df),
-            "first_violations": summary.first_violation_hist(df),
-        }
-        tables["compounding"], tables["by_n"] = compounding_tables(df)
-        for name, table in tables.items():
-            if not table.empty:
-                parts[name].append(table.assign(family=family))
-    return {
-        name: pd.concat(parts[name], ignore_index=True)[schema.names]
-        if parts[name]
-        else pd.DataFrame(columns=schema.names)
-        for name, schema in ANALYSIS_SCHEMAS.items()
-    }
+    ("hanoi" for whole plans, "hanoi/rollout" for rollouts), each led by that label, with
+    the tables behind seqBench's further figures for every label too."""
+    return analyse_scores(scores, bootstrap=5, seed=0, min_attempts=1, bin_width=5)
 
 
-def _render(tables: dict[str, pd.DataFrame], examples: list[dict] | None = None) -> str:
+def _render(tables: dict[str, pd.DataFrame], examples: list[dict] | None = None, **extra: object) -> str:
     return render_report(
         title="horizonbench: puzzles",
         run_info={"run": "test"},
-        overall=tables["overall"],
-        by_length=tables["by_length"],
-        fits=tables["fits"],
-        violations=tables["violations"],
-        first_violations=tables["first_violations"],
+        tables=tables,
         examples=examples or [],
         counts={},
-        compounding=tables["compounding"],
-        by_n=tables["by_n"],
+        **extra,
     )
 
 
 def _only(tables: dict[str, pd.DataFrame], maze: bool) -> dict[str, pd.DataFrame]:
     """The maze rows (or all the others) of every table."""
     return {name: df[(df["family"] == "maze") == maze].reset_index(drop=True) for name, df in tables.items()}
+
+
+def _sections(page: str) -> dict[str, str]:
+    """Each ``<section>`` of the page by its id (sections do not nest)."""
+    return dict(re.findall(r'<section id="([^"]+)">(.*?)</section>', page, re.S))
+
+
+def _svgs_by_section(page: str) -> dict[str, int]:
+    """How many figures (``<svg>`` elements) each section holds, sections without any
+    left out; fails unless every ``<svg>`` of the page is in a section."""
+    counts = {anchor: body.count("<svg") for anchor, body in _sections(page).items()}
+    counts = {anchor: n for anchor, n in counts.items() if n}
+    assert sum(counts.values()) == page.count("<svg")
+    return counts
+
+
+def _assert_only_our_script(page: str) -> None:
+    """The page's one script is our own inline filter: a bare ``<script>`` (no ``src``,
+    no attributes) that nothing in the model text added to."""
+    assert re.findall(r"<script\b[^>]*>", page, re.I) == ["<script>"]
+    assert len(re.findall(r"</script", page, re.I)) == 1
+    assert page.index("<script>") > page.index("</main>")
 
 
 def _tables_after(page: str, heading: str) -> tuple[list[str], list[list[str]]]:
@@ -152,16 +150,19 @@ def mixed_html(mixed_tables: dict[str, pd.DataFrame]) -> str:
     return _render(mixed_tables)
 
 
-def test_puzzle_section_with_maze_and_puzzles(mixed_html: str) -> None:
+def test_puzzle_section_with_maze_and_puzzles(mixed_tables: dict[str, pd.DataFrame], mixed_html: str) -> None:
     assert 'id="puzzles"' in mixed_html and 'href="#puzzles"' in mixed_html
     for anchor in MAZE_SECTIONS:
         assert f'id="{anchor}"' in mixed_html
-    # five maze figures and the puzzle grid
-    assert mixed_html.count("<svg") == 6
+    # the maze page's figures, section by section, and the puzzle grid
+    maze_only = _svgs_by_section(_render(_only(mixed_tables, maze=True)))
+    assert set(MAZE_SECTIONS) - {"fits", "bins"} <= set(maze_only)
+    assert _svgs_by_section(mixed_html) == {**maze_only, "puzzles": 1}
     for link in re.findall(r'href="#([^"]+)"', mixed_html):
         assert f'id="{link}"' in mixed_html
-    # still one self-contained page
-    assert "<script" not in mixed_html.lower() and "http:" not in mixed_html and "https:" not in mixed_html
+    # still one self-contained page: our filter script only, nothing fetched
+    _assert_only_our_script(mixed_html)
+    assert "http:" not in mixed_html and "https:" not in mixed_html
 
 
 def test_summary_lists_every_family(mixed_html: str) -> None:
@@ -245,15 +246,19 @@ def test_only_puzzles_has_no_maze_sections(mixed_tables: dict[str, pd.DataFrame]
     for anchor in MAZE_SECTIONS:
         assert f'id="{anchor}"' not in page
         assert f'href="#{anchor}"' not in page
-    assert page.count("<svg") == 1
-    assert 'id="summary"' in page and 'id="examples"' in page
+    # the puzzle grid is the page's only figure
+    assert _svgs_by_section(page) == {"puzzles": 1}
+    assert 'id="summary"' in page and 'id="failures"' in page and 'href="#failures"' in page
 
 
 def test_only_maze_has_no_puzzle_section(mixed_tables: dict[str, pd.DataFrame]) -> None:
     page = _render(_only(mixed_tables, maze=True))
     assert 'id="puzzles"' not in page and 'href="#puzzles"' not in page
     assert "RecurrReason" not in page
-    assert page.count("<svg") == 5
+    # every figure is one of the maze sections', each of those but the tables has one
+    figures = _svgs_by_section(page)
+    assert set(figures) <= set(_sections(page)) - {"puzzles", "summary", "failures", "run"}
+    assert set(MAZE_SECTIONS) - {"fits", "bins"} <= set(figures)
 
 
 def test_identical_inputs_give_identical_bytes(mixed_tables: dict[str, pd.DataFrame]) -> None:
@@ -282,14 +287,23 @@ def test_hostile_model_name_and_response_are_escaped(mixed_tables: dict[str, pd.
             "response": HOSTILE,
         }
     ]
-    page = _render(tables, examples)
-    assert "<script" not in page.lower()
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    # escaped in the tables, the example and the figure's legend alike
-    assert page.count("&lt;script&gt;") >= 4
+    page = _render(tables, examples, failures_total={HOSTILE: 5})
+    _assert_only_our_script(page)
+    assert "<script>alert" not in page
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    sections = _sections(page)
+    # escaped in the tables, the failing answer and the figure's legend alike
+    assert escaped in sections["summary"]
+    assert escaped in sections["puzzles"].split("<svg", 1)[1].split("</svg>", 1)[0]
+    assert escaped in sections["puzzles"].split("</svg>", 1)[1]
+    failures = sections["failures"]
+    assert f'<details class="failures" data-model="{escaped}"' in failures
+    assert f"<summary>{escaped}: 1 of 5 failing answers shown</summary>" in failures
+    assert f"<pre>{escaped}</pre>" in failures
 
 
-def _frames(**puzzle: pd.DataFrame) -> dict:
+def _frames(**puzzle: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Every analysis table by name, empty but for ``puzzle``."""
     empty = {name: pd.DataFrame(columns=schema.names) for name, schema in ANALYSIS_SCHEMAS.items()}
     return {**empty, **puzzle}
 
@@ -330,7 +344,7 @@ def test_hand_made_rows_are_formatted_as_in_table_11() -> None:
             ]
         ),
     )
-    page = render_report(title="t", run_info={}, examples=[], counts={}, **frames)
+    page = render_report(title="t", run_info={}, examples=[], counts={}, tables=frames)
     _, eps_rows = _tables_after(page, "<h3>Per-step error rate</h3>")
     assert eps_rows == [["hanoi", "rollout", "m", "0.0123", "0.01 – 0.015", "30", "12", "—"]]
     _, by_n_rows = _tables_after(page, "<h3>Predicted vs observed</h3>")
@@ -350,7 +364,7 @@ def test_puzzle_rows_without_sizes_still_render() -> None:
             [{"family": "checkers/rollout", "model": "m", "violation": "loop", "count": 3, "share": 1.0}]
         )
     )
-    page = render_report(title="t", run_info={}, examples=[], counts={}, **frames)
+    page = render_report(title="t", run_info={}, examples=[], counts={}, tables=frames)
     assert 'id="puzzles"' in page and "no puzzle attempts" in page
     _, rows = _tables_after(page, "<h3>Failure modes</h3>")
     assert rows == [["checkers", "rollout", "m", "loop", "3", "100.0%"]]
@@ -404,9 +418,107 @@ def test_failure_examples_pick_the_failing_rollout_turn() -> None:
         ("hanoi", "plan"): ("the whole plan", 0),
         ("maze", "plan"): ("a maze plan", 0),
     }
-    page = render_report(title="t", run_info={}, examples=examples, counts={}, **_frames())
-    headers = re.findall(r"<header><strong>m</strong>(.*?)</header>", page, re.S)
-    rollout = [h for h in headers if "rollout" in h]
-    assert len(headers) == 3 and len(rollout) == 1
-    # the turn counts from 0; the page says which step, counting from 1
-    assert "hanoi" in rollout[0] and "step 3" in rollout[0] and "loop" in rollout[0]
+    assert all(set(e) == EXAMPLE_KEYS for e in examples)
+    assert {e["violation"]: e["first_violation_step"] for e in examples} == {
+        "loop": 2,
+        "not_top_disk": 4,
+        "locked_door": 1,
+    }
+    page = render_report(title="t", run_info={}, examples=examples, counts={}, tables=_frames())
+    box = re.search(r'<details class="failures" data-model="m"[^>]*>(.*)</details>', page, re.S)
+    assert box is not None
+    assert "<summary>m: 3 of 3 failing answers shown</summary>" in box.group(1)
+    answers = re.findall(
+        r'<details class="failure" data-violation="([^"]*)" data-family="([^"]*)" data-l="(\d+)">'
+        r"\s*<summary>(.*?)</summary>\s*<pre>(.*?)</pre>",
+        box.group(1),
+        re.S,
+    )
+    assert [(v, f, L, text) for v, f, L, _, text in answers] == [
+        ("not_top_disk", "hanoi", "7", "the whole plan"),
+        ("loop", "hanoi", "7", "rollout turn 2"),
+        ("locked_door", "maze", "9", "a maze plan"),
+    ]
+    summaries = {v: " ".join(line.split()) for v, _, _, line, _ in answers}
+    # the turn counts from 0; the page says which rollout step, counting from 1
+    assert "· hanoi ·" in summaries["loop"] and "rollout step 3" in summaries["loop"]
+    # a whole plan names the step of its first violation, counted from 0
+    assert "rollout" not in summaries["not_top_disk"]
+    assert "first violation at step 4 (0 = start)" in summaries["not_top_disk"]
+    assert "· maze ·" in summaries["locked_door"] and "step 1 (0 = start)" in summaries["locked_door"]
+
+
+#: what failure_examples says about each failing answer
+EXAMPLE_KEYS = {
+    "model",
+    "family",
+    "mode",
+    "turn",
+    "sample",
+    "instance_id",
+    "solution_length",
+    "L_bin",
+    "violation",
+    "first_violation_step",
+    "response",
+}
+VIOLATIONS = ("locked_door", "non_adjacent_move", "wrong_key")
+
+
+def _failing(model: str, lengths: list[int], per_violation: int) -> list[dict]:
+    """``per_violation`` failed whole plans of every violation in VIOLATIONS, their
+    lengths taken in turn from ``lengths``, and one success."""
+    rows = [
+        _row(model, "maze", "plan", f"{model}-{v}-{k}", lengths[k % len(lengths)], False, violation=v)
+        | {"first_violation_step": 0}
+        for v in VIOLATIONS
+        for k in range(per_violation)
+    ]
+    return [*rows, _row(model, "maze", "plan", f"{model}-ok", lengths[0], True)]
+
+
+def _answers(scores: pd.DataFrame) -> pd.DataFrame:
+    """One whole-plan attempt per scored row, its answer naming the row."""
+    return pd.DataFrame(
+        {
+            "model": scores["model"],
+            "family": scores["family"],
+            "instance_id": scores["instance_id"],
+            "sample": scores["sample"],
+            "mode": scores["mode"],
+            "turn": 0,
+            "response": "answer to " + scores["instance_id"],
+        }
+    )
+
+
+def test_failure_examples_cap_each_model_and_cover_every_violation_first() -> None:
+    rows = [*_failing("many", [12], per_violation=10), *_failing("few", [12], per_violation=1)[1:]]
+    scores = pa.Table.from_pylist(rows, schema=SCORES_SCHEMA).to_pandas()
+    examples = failure_examples(scores, _answers(scores), per_model=4)
+    by_model: dict[str, list[dict]] = {}
+    for e in examples:
+        by_model.setdefault(e["model"], []).append(e)
+    # the cap is per model: the model with two failures keeps both
+    assert {m: len(v) for m, v in by_model.items()} == {"many": 4, "few": 2}
+    shown = [e["violation"] for e in by_model["many"]]
+    # three violations, four places: each violation once before any is repeated
+    assert sorted(set(shown)) == sorted(VIOLATIONS)
+    assert sorted(shown.count(v) for v in VIOLATIONS) == [1, 1, 2]
+    assert {e["violation"] for e in by_model["few"]} == {"non_adjacent_move", "wrong_key"}
+    for e in examples:
+        assert set(e) == EXAMPLE_KEYS
+        assert e["response"] == f"answer to {e['instance_id']}"
+        assert e["violation"] in e["instance_id"] and not e["instance_id"].endswith("-ok")
+    # the total the page reports is every failure, not the ones shown
+    _, totals = choose_failures(scores, 4)
+    assert totals == {"few": 2, "many": 30}
+
+
+def test_failure_examples_cover_every_violation_when_lengths_spread() -> None:
+    scores = pa.Table.from_pylist(
+        _failing("m", list(range(5, 45, 4)), per_violation=10), schema=SCORES_SCHEMA
+    ).to_pandas()
+    examples = failure_examples(scores, _answers(scores), per_model=4)
+    assert len(examples) == 4
+    assert {e["violation"] for e in examples} == set(VIOLATIONS)

@@ -23,7 +23,9 @@ plans, so its success rate is never below the exact-match rate.
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -229,6 +231,21 @@ def _cluster_members(cluster: np.ndarray) -> tuple[np.ndarray, int]:
     return codes.ravel(), int(codes.max()) + 1 if codes.size else 0
 
 
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread while fitting: L-BFGS-B on two parameters makes many tiny
+    BLAS/LAPACK calls, and a threaded OpenBLAS wakes its threads for each of them,
+    which costs 10 to 40 times the fit itself on a busy machine. The numbers are the
+    same either way. Without threadpoolctl the threads are left as they are."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 def _bootstrap_rates(
     L_index: np.ndarray,
     L_values: np.ndarray,
@@ -241,15 +258,26 @@ def _bootstrap_rates(
 ) -> np.ndarray:
     """Decay rates k refitted on resampled clusters; nan where a resample is degenerate.
 
-    A resample is expressed as a multiplicity per cluster, turned into per-attempt
-    weights, so no data is copied and the cost per replicate stays O(attempts).
+    A resample is expressed as a multiplicity per cluster. The attempts are first
+    summed per (cluster, L) cell, so a replicate weighs cells, not attempts: its cost
+    is O(clusters), whatever the samples per instance. The sums are whole numbers, exact
+    in float64, so the counts are the same as weighing every attempt.
     """
+    size = L_values.size
+    cell, cell_index = np.unique(codes.astype(np.int64) * size + L_index, return_inverse=True)
+    cell_index = cell_index.ravel()
+    cell_cluster, cell_L = cell // size, cell % size
+    cell_trials = np.bincount(cell_index, minlength=cell.size).astype(float)
+    cell_successes = np.bincount(cell_index, weights=y, minlength=cell.size)
     rng = np.random.default_rng(seed)
     rates = np.empty(reps)
     for i in range(reps):
         draw = rng.integers(0, n_clusters, size=n_clusters)
-        mult = np.bincount(draw, minlength=n_clusters).astype(float)
-        counts = _aggregate(L_index, L_values, y, mult[codes])
+        mult = np.bincount(draw, minlength=n_clusters).astype(float)[cell_cluster]
+        trials = np.bincount(cell_L, weights=mult * cell_trials, minlength=size)
+        successes = np.bincount(cell_L, weights=mult * cell_successes, minlength=size)
+        present = trials > 0
+        counts = _Counts(L_values[present], successes[present], trials[present])
         rates[i] = _mle_point(counts, scale)[0]
     return rates
 
@@ -304,17 +332,18 @@ def fit_binomial_mle(
     L_index = L_index.ravel()
     scale = float(np.max(np.abs(x))) if x.size and np.max(np.abs(x)) > 0 else 1.0
 
-    k, A, converged, note = _mle_point(_aggregate(L_index, L_values, y), scale)
-    if k * scale < _RATE_ZERO and math.isfinite(k) and note is None:
-        note = "success does not decay with L (fitted rate is 0)"
-    notes = [note] if note else []
-    low = high = None
-    if bootstrap > 0 and math.isfinite(k):
-        codes, n_clusters = _cluster_members(groups)
-        rates = _bootstrap_rates(L_index, L_values, y, codes, n_clusters, bootstrap, seed, scale)
-        rates[rates * scale < _RATE_ZERO] = 0.0
-        low, high, boot_note = _interval_from_rates(rates, confidence)
-        notes += [boot_note] if boot_note else []
+    with _one_blas_thread():
+        k, A, converged, note = _mle_point(_aggregate(L_index, L_values, y), scale)
+        if k * scale < _RATE_ZERO and math.isfinite(k) and note is None:
+            note = "success does not decay with L (fitted rate is 0)"
+        notes = [note] if note else []
+        low = high = None
+        if bootstrap > 0 and math.isfinite(k):
+            codes, n_clusters = _cluster_members(groups)
+            rates = _bootstrap_rates(L_index, L_values, y, codes, n_clusters, bootstrap, seed, scale)
+            rates[rates * scale < _RATE_ZERO] = 0.0
+            low, high, boot_note = _interval_from_rates(rates, confidence)
+            notes += [boot_note] if boot_note else []
     L0 = math.nan if not math.isfinite(k) else (math.inf if k * scale < _RATE_ZERO else 1.0 / k)
     return DecayFit(
         "binomial_mle",

@@ -111,7 +111,18 @@ def family_names() -> list[str]:
     return sorted(_discover())
 
 
+#: separates a family from a setting of its sweep in a family label ("maze@noise-0.5")
+SETTING_SEPARATOR = "@"
+
+
+def family_of(label: str) -> str:
+    """The family a label names: "maze@noise-0.5" (a sweep setting) is a maze."""
+    return label.split(SETTING_SEPARATOR, 1)[0]
+
+
 def get_family(name: str) -> Family:
+    """The family of a name or a family label (a sweep setting is its family)."""
+    name = family_of(name)
     factory = _FAMILIES.get(name)
     if factory is None:
         families = _discover()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
-from horizonbench.core.registry import get_family
+from horizonbench.core.registry import family_of, get_family
 from horizonbench.core.seeding import derive_seed
 
 ShardResult = list[tuple[int, int | None, dict[str, Any] | None, str | None]]
@@ -49,7 +49,7 @@ def generate_shard(
         if early is not None and early(p, index) not in wanted:  # type: ignore[operator]
             out.append((index, None, None, NOT_NEEDED))
             continue
-        cand = family.generate_candidate(p, candidate_seed(root_seed, family_name, index), index)
+        cand = family.generate_candidate(p, candidate_seed(root_seed, family_of(family_name), index), index)
         if cand.row is None:
             out.append((index, None, None, cand.rejection or "rejected"))
             continue

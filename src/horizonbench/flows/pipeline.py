@@ -169,6 +169,8 @@ def report_run_info(cfg: Config, provenance: dict[str, Any]) -> dict[str, Any]:
     if cfg.worlds is not None:
         info["world agents"] = ", ".join(a.name for a in cfg.worlds.agents)
         info["world environments"] = ", ".join(cfg.worlds.environments)
+    # the whole config as run (sweeps expanded); names of key variables, never keys
+    info["config"] = cfg.model_dump(mode="json", exclude_defaults=True)
     return info
 
 

@@ -15,16 +15,16 @@ from typing import Any
 
 import jinja2
 import pandas as pd
+import yaml
 from markupsafe import Markup
 
 from horizonbench.analysis.decay import DEFAULT_SUCCESS_DEFINITION, SUCCESS_DEFINITIONS
 from horizonbench.datasets.maze.categories import category_of
 from horizonbench.reports import plots
+from horizonbench.reports import seqbench_parts as parts
 
-#: longest excerpt of a model response shown in the report
-MAX_RESPONSE_CHARS = 2000
-#: most example failures shown, so the page stays readable
-MAX_EXAMPLES = 60
+#: longest excerpt of a model answer shown in the report
+MAX_RESPONSE_CHARS = parts.MAX_ANSWER_CHARS
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("horizonbench.reports", "templates"),
@@ -352,37 +352,11 @@ def _pairs(info: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(str(k), _plain(v)) for k, v in info.items()]
 
 
-def _truncate(text: Any) -> tuple[str, int]:
-    """The shown excerpt and how many characters were cut off."""
-    if _is_missing(text):
-        return "", 0
-    s = str(text)
-    if len(s) <= MAX_RESPONSE_CHARS:
-        return s, 0
-    return s[:MAX_RESPONSE_CHARS], len(s) - MAX_RESPONSE_CHARS
-
-
-def _examples(examples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for ex in list(examples)[:MAX_EXAMPLES]:
-        response, cut = _truncate(ex.get("response"))
-        rollout = ex.get("mode") == "rollout"
-        turn = ex.get("turn")
-        out.append(
-            {
-                "model": _plain(ex.get("model")),
-                "family": "" if _is_missing(ex.get("family")) else _plain(ex.get("family")),
-                "rollout": rollout,
-                # turns count from 0; the reader counts steps from 1
-                "step": int(turn) + 1 if rollout and not _is_missing(turn) else None,
-                "instance_id": _plain(ex.get("instance_id")),
-                "solution_length": _plain(ex.get("solution_length")),
-                "violation": _plain(ex.get("violation")),
-                "response": response,
-                "cut": cut,
-            }
-        )
-    return out
+def _config_text(config: Any) -> str | None:
+    """The run's config as YAML, for the provenance block (None when not recorded)."""
+    if not isinstance(config, Mapping):
+        return None
+    return yaml.safe_dump(dict(config), sort_keys=False, allow_unicode=True, width=100)
 
 
 def _labelled(df: pd.DataFrame) -> pd.DataFrame:
@@ -409,8 +383,13 @@ def _puzzles(df: pd.DataFrame, *keys: str) -> pd.DataFrame:
     ``keys``; rows keep their order within that (a stable sort)."""
     if df.empty:
         return df.assign(mode=pd.Series([], dtype=object)).reset_index(drop=True)
-    split = [_split_label(v) for v in df["family"]]
-    out = df.assign(family=[f for f, _ in split], mode=[m for _, m in split])
+    # split each distinct label once (first_violations has a row per failed attempt)
+    labels = df["family"].astype(str)
+    split = {label: _split_label(label) for label in labels.unique()}
+    out = df.assign(
+        family=labels.map(lambda v: split[v][0]).astype(object),
+        mode=labels.map(lambda v: split[v][1]).astype(object),
+    )
     out = out[out["family"].isin(PUZZLE_FAMILIES)]
     out = out.assign(
         _family_order=out["family"].map(PUZZLE_FAMILIES.index),
@@ -488,27 +467,37 @@ def render_report(
     *,
     title: str,
     run_info: dict,
-    overall: pd.DataFrame,
-    by_length: pd.DataFrame,
-    fits: pd.DataFrame,
-    violations: pd.DataFrame,
-    first_violations: pd.DataFrame,
     examples: list[dict],
     counts: dict,
+    tables: Mapping[str, pd.DataFrame] | None = None,
+    overall: pd.DataFrame = _NO_ROWS,
+    by_length: pd.DataFrame = _NO_ROWS,
+    fits: pd.DataFrame = _NO_ROWS,
+    violations: pd.DataFrame = _NO_ROWS,
+    first_violations: pd.DataFrame = _NO_ROWS,
     compounding: pd.DataFrame = _NO_ROWS,
     by_n: pd.DataFrame = _NO_ROWS,
     worlds: Mapping[str, pd.DataFrame] | None = None,
+    failures_total: Mapping[str, int] | None = None,
+    maps: Sequence[Mapping[str, Any]] = (),
+    failures_per_model: int = 200,
 ) -> str:
     """The whole report as one HTML string; identical inputs give identical bytes.
 
-    Every table carries a ``family`` label ("maze", "hanoi", "hanoi/rollout", ...). The
-    summary shows every family; the depth figures, fits and per-bin table use the maze
-    rows only (they are seqBench's analysis), and the puzzle section the rows of
-    PUZZLE_FAMILIES, in both modes. ``compounding`` and ``by_n`` (the per-step error
-    fits and the per-size table) may be left out: no puzzle section then, unless other
-    tables hold puzzle rows.
+    ``tables`` holds the analysis tables by name (``schemas.tables.ANALYSIS_SCHEMAS``);
+    the single-table keywords are for callers with only some of them and are used where
+    ``tables`` lacks that name. Every table carries a ``family`` label ("maze",
+    "maze@noise-0.5", "hanoi", "hanoi/rollout", ...). The summary shows every label;
+    seqBench's figures, fits and per-bin table use the base maze rows ("maze"), the
+    sweep part compares every setting of a swept family, and the puzzle section the rows
+    of PUZZLE_FAMILIES, in both modes.
+
+    ``examples`` are the failing answers to browse (``tasks/report.failure_examples``),
+    ``failures_total`` each model's count of failures (so the page says how many it
+    leaves out; without it, the count shown), ``failures_per_model`` the cap they were
+    chosen under, ``maps`` the violation maps (``tasks/report.violation_maps``).
     """
-    frames = {
+    given = {
         "overall": overall,
         "by_length": by_length,
         "fits": fits,
@@ -517,7 +506,8 @@ def render_report(
         "compounding": compounding,
         "by_n": by_n,
     }
-    frames = {name: _labelled(df) for name, df in frames.items()}
+    all_tables = {**given, **dict(tables or {})}
+    frames = {name: _labelled(all_tables[name]) for name in given}
     maze = {
         name: _maze(frames[name])
         for name in ("overall", "by_length", "fits", "violations", "first_violations")
@@ -537,29 +527,36 @@ def render_report(
         figures.update(
             _maze_figures(maze["by_length"], maze["fits"], maze["violations"], maze["first_violations"])
         )
+        figures.update(parts.seqbench_figures(all_tables))
     if has_puzzles:
         figures["puzzles"] = _puzzle_figure(puzzle_by_n)
     world_sections = _worlds(worlds) if worlds is not None else []
+    sweeps = [
+        {**s, "table": _table(s["settings"], parts.SWEEP_COLUMNS)} for s in parts.sweep_part(all_tables)
+    ]
     context = {
         "title": title,
         "has_data": has_data,
         "has_maze": has_maze,
         "has_puzzles": has_puzzles,
         "worlds": world_sections,
+        "sweeps": sweeps,
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),
         "fit_success": _success_definitions(maze["fits"]),
         "by_length": _table(maze["by_length"], _BY_LENGTH),
         "violations": _table(maze["violations"], _VIOLATIONS),
+        "pairs": _table(parts.model_pairs(all_tables), parts.PAIR_COLUMNS),
         "eps": _table(puzzle_eps, _EPS),
         "by_n": _table(puzzle_by_n, _BY_N),
         "puzzle_violations": _table(puzzle_violations, _PUZZLE_VIOLATIONS),
         "figures": figures,
-        "examples": _examples(examples),
-        "n_examples_total": len(examples),
-        "max_examples": MAX_EXAMPLES,
-        "max_chars": MAX_RESPONSE_CHARS,
-        "run_info": _pairs(run_info),
+        "failures": parts.failure_browser(examples, failures_total or {}),
+        "failures_per_model": failures_per_model,
+        "maps": parts.violation_maps(maps),
+        "max_chars": parts.MAX_ANSWER_CHARS,
+        "run_info": _pairs({k: v for k, v in run_info.items() if k != "config"}),
+        "config": _config_text(run_info.get("config")),
         "counts": _pairs(counts),
     }
     page = _ENV.get_template("report.html").render(**context)

@@ -99,7 +99,7 @@ def _models(*frames: pd.DataFrame) -> list[str]:
     names: set[str] = set()
     for df in frames:
         if not df.empty and "model" in df:
-            names.update(str(m) for m in df["model"])
+            names.update(str(m) for m in df["model"].unique())
     return sorted(names)
 
 

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from horizonbench.core.errors import ConfigError
+from horizonbench.core.registry import SETTING_SEPARATOR
 from horizonbench.schemas.prices import Price, price_for
 
 
@@ -60,6 +61,20 @@ class SamplingSpec(_Strict):
         return self
 
 
+class SettingSpec(_Strict):
+    """One setting of a sweep: changes from the family's own section (the base setting).
+
+    ``params`` and ``prompt`` are merged key by key over the base's; ``sampling``, when
+    given, replaces the base's (seqBench's backtracking and noise points sample L in a
+    narrow window, for example).
+    """
+
+    name: str = Field(min_length=1, max_length=60, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+    params: dict[str, Any] = Field(default_factory=dict)
+    prompt: dict[str, Any] = Field(default_factory=dict)
+    sampling: SamplingSpec | None = None
+
+
 class FamilySpec(_Strict):
     """One family's section: generation parameters, sampling, prompt settings, and how
     models are evaluated on it."""
@@ -71,11 +86,18 @@ class FamilySpec(_Strict):
     #: step, the model writing each next state (families that support it); both: each
     #: model is evaluated both ways
     modes: list[Literal["plan", "rollout"]] = Field(default_factory=lambda: ["plan"], min_length=1)
+    #: more settings of this family, each evaluated by every model and given its own
+    #: instance table under the label ``<family>@<name>`` (see :func:`expand_sweeps`)
+    sweep: list[SettingSpec] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _distinct_modes(self) -> FamilySpec:
         if len(set(self.modes)) != len(self.modes):
             raise ValueError(f"modes: each mode at most once (got {self.modes})")
+        names = [s.name for s in self.sweep]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"sweep: setting names must be unique; repeated: {', '.join(dupes)}")
         return self
 
 
@@ -396,8 +418,40 @@ def _format_error(err: ValidationError) -> str:
     return f"{where}: {msg}{tail}"
 
 
+def expand_sweeps(cfg: Config, source: str = "config") -> Config:
+    """Each setting of a family's ``sweep`` becomes a family entry of its own, labelled
+    ``<family>@<setting>``, with the base's params and prompt updated by the setting's.
+
+    Everything downstream (generation, evaluation, scoring, validation, analysis) then
+    treats a setting as one more family label: its own instance table, attempts in the
+    shared store, and its own rows in every analysis table. The base keeps the plain
+    family name. Candidate seeds come from the family, not the label, so settings that
+    change only the text (noise, shuffle, prompt) are drawn from the same mazes and
+    compare pairwise. An expanded config expands to itself (the manifest records it).
+    """
+    if not any(spec.sweep for spec in cfg.families.values()):
+        return cfg
+    families: dict[str, FamilySpec] = {}
+    for name, spec in cfg.families.items():
+        if SETTING_SEPARATOR in name and spec.sweep:
+            raise ConfigError(f"{source}: families.{name}.sweep: a setting cannot have a sweep of its own")
+        families[name] = spec.model_copy(update={"sweep": []})
+        for setting in spec.sweep:
+            label = f"{name}{SETTING_SEPARATOR}{setting.name}"
+            if label in cfg.families:
+                raise ConfigError(f"{source}: families.{name}.sweep: {label!r} is also a family entry")
+            families[label] = FamilySpec(
+                params={**spec.params, **setting.params},
+                prompt={**spec.prompt, **setting.prompt},
+                sampling=setting.sampling or spec.sampling,
+                modes=list(spec.modes),
+            )
+    return cfg.model_copy(update={"families": families})
+
+
 def parse_config(data: Any, source: str = "config") -> Config:
-    """Validate raw data, including each family's own params and prompt sections."""
+    """Validate raw data, including each family's own params and prompt sections, with
+    sweeps expanded into one family label per setting (:func:`expand_sweeps`)."""
     from horizonbench.core.registry import family_modes, get_family
 
     if not isinstance(data, dict):
@@ -406,6 +460,7 @@ def parse_config(data: Any, source: str = "config") -> Config:
         cfg = Config.model_validate(data)
     except ValidationError as err:
         raise ConfigError(f"{source}: {_format_error(err)}") from None
+    cfg = expand_sweeps(cfg, source)
     for fam_name, spec in cfg.families.items():
         try:
             family = get_family(fam_name)

@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from horizonbench.core.registry import family_of
+
 Suite = list[tuple[str, dict[str, Any]]]
 
 
@@ -128,7 +130,11 @@ def scores_suite(violations: tuple[str, ...]) -> Suite:
             "plan_length",
             "solution_length",
         ),
-        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["model", "instance_id", "mode", "sample"]}),
+        # ids are unique within a family label only (sweep settings share them)
+        (
+            "ExpectCompoundColumnsToBeUnique",
+            {"column_list": ["model", "family", "instance_id", "mode", "sample"]},
+        ),
         *[
             ("ExpectColumnValuesToBeBetween", {"column": c, "min_value": 0.0, "max_value": 1.0})
             for c in ("progress_ratio", "precision", "recall")
@@ -269,6 +275,9 @@ PUZZLES = ("hanoi", "checkers", "river_crossing", "blocks_world")
 
 
 def suite_for_family(name: str) -> Suite:
+    """The instance suite of a family or a family label (a sweep setting's table is its
+    family's)."""
+    name = family_of(name)
     if name in PUZZLES:
         return puzzle_suite(name)
     return FAMILY_SUITES.get(name, instance_suite)()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -10,11 +12,11 @@ import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from horizonbench.analysis import summary
+from horizonbench.analysis import seqbench, summary, sweep
 from horizonbench.analysis.compounding import compounding_tables
 from horizonbench.schemas.config import Config
-from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
-from horizonbench.tasks.score import SCORES_REL
+from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, CROSS_FAMILY_TABLES, SCORES_SCHEMA
+from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL
 from horizonbench.tasks.storage import write_table
 
 
@@ -32,11 +34,26 @@ def evaluation_label(scores: pd.DataFrame) -> pd.Series:
 
 
 def analyse_scores(
-    scores: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int, bin_width: int = 1
+    scores: pd.DataFrame,
+    bootstrap: int,
+    seed: int,
+    min_attempts: int,
+    bin_width: int = 1,
+    *,
+    axes: Mapping[str, Mapping[str, Any]] | None = None,
+    tokens: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """All analysis tables, each with a leading ``family`` column (see
-    :func:`evaluation_label`)."""
-    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in ANALYSIS_SCHEMAS}
+    :func:`evaluation_label`).
+
+    ``axes`` (``analysis.sweep.setting_axes`` of the config) lists the family labels of
+    sweeps; with it the sweep tables compare them. ``tokens`` (per whole-plan attempt:
+    ``family``, ``model``, ``instance_id``, ``sample``, ``mode``, ``turn``,
+    ``output_tokens``: see :func:`plan_tokens`) feeds the
+    output-token figures; without it they are empty.
+    """
+    per_family = [name for name in ANALYSIS_SCHEMAS if name not in CROSS_FAMILY_TABLES]
+    parts: dict[str, list[pd.DataFrame]] = {name: [] for name in per_family}
     scores = scores.assign(family=evaluation_label(scores)) if len(scores) else scores
     for family, part in scores.groupby("family", sort=True):
         df = part.reset_index(drop=True)  # the summary functions build frames on a 0..n-1 index
@@ -50,32 +67,109 @@ def analyse_scores(
             "first_violations": summary.first_violation_hist(df),
         }
         tables["compounding"], tables["by_n"] = compounding_tables(df)
+        tables.update(_seqbench_tables(df, str(family), bin_width, tokens))
         for name, t in tables.items():
             parts[name].append(t.assign(family=str(family)))
     out = {}
-    for name, schema in ANALYSIS_SCHEMAS.items():
+    for name in per_family:
+        schema = ANALYSIS_SCHEMAS[name]
         frames = [f for f in parts[name] if not f.empty]
         df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=schema.names)
         out[name] = df[schema.names]
+    out["sweep"] = sweep.settings_table(scores, out["fits"], axes or {}, tokens)
+    out["sweep_axes"] = sweep.axis_table(out["sweep"])
     return out
 
 
+def _seqbench_tables(
+    df: pd.DataFrame, label: str, bin_width: int, tokens: pd.DataFrame | None
+) -> dict[str, pd.DataFrame]:
+    """The tables behind seqBench's figures for one family label. Model pairs compare
+    models on the instances they share; output tokens need the attempts' token counts
+    (whole plans only: a rollout's tokens are spread over its steps)."""
+    progress = seqbench.instance_progress(df)
+    mine = tokens[tokens["family"].astype(str) == label] if tokens is not None and len(tokens) else None
+    return {
+        "progress_distribution": seqbench.progress_distribution(df),
+        "first_violation_by_length": seqbench.first_violation_by_length(df),
+        "violations_by_length": seqbench.violations_by_length(df, bin_width=bin_width),
+        "instance_progress": progress,
+        "model_pairs": seqbench.model_pairs(progress),
+        "tokens_by_length": (
+            seqbench.tokens_by_length(df, mine, bin_width=bin_width)
+            if mine is not None and len(mine)
+            else pd.DataFrame(columns=ANALYSIS_SCHEMAS["tokens_by_length"].names[1:])
+        ),
+    }
+
+
 def to_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
-    """Convert through Python objects so pandas 3 dtypes never leak into the schema."""
-    return pa.Table.from_pylist(df.astype(object).where(df.notna(), None).to_dict("records"), schema=schema)
+    """The analysis table ``df`` with exactly ``schema`` (pandas 3 dtypes never leak
+    into it): missing values (NaN, None, NA) become nulls, a column the frame lacks is
+    all null, columns outside the schema are left out.
+
+    Column by column, converted whole where the column's dtype plainly fits its type
+    (numbers to numbers, booleans to booleans, text to text): ``first_violations`` has a
+    row per failed attempt, 700,000 at a million attempts. Any other column, and any
+    conversion Arrow refuses (a fractional float for an integer, say), goes value by
+    value through Python objects, as ``pa.Table.from_pylist`` would: the table is the
+    same whichever path a column took.
+    """
+
+    def column(s: pd.Series, typ: pa.DataType) -> pa.Array:
+        kind = getattr(s.dtype, "kind", "")
+        fits = (
+            ((pa.types.is_integer(typ) or pa.types.is_floating(typ)) and kind in ("i", "u", "f"))
+            or (pa.types.is_boolean(typ) and kind == "b")
+            or (pa.types.is_string(typ) and kind in ("O", "U"))
+        )
+        if fits:
+            try:
+                return pa.array(s, type=typ, from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+                pass
+        return pa.array(s.astype(object).where(s.notna(), None).tolist(), type=typ)
+
+    arrays = [
+        column(df[f.name], f.type) if f.name in df.columns else pa.nulls(len(df), f.type) for f in schema
+    ]
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def plan_tokens(run_dir: Path) -> pd.DataFrame | None:
+    """Output tokens of every whole-plan attempt (the scores table does not carry them),
+    read column by column; None when the run has no attempts table."""
+    path = run_dir / ATTEMPTS_REL
+    if not path.exists():
+        return None
+    columns = ["model", "family", "instance_id", "sample", "mode", "turn", "output_tokens"]
+    table = pq.read_table(path, columns=columns, filters=[("mode", "=", "plan")])
+    return table.to_pandas()
 
 
 @task(name="analyse", cache_policy=NONE)
 def analyse(cfg: Config, run: str) -> dict[str, str]:
     logger = get_run_logger()
     run_dir = Path(run)
-    scores = answered_scores(pq.read_table(run_dir / SCORES_REL, schema=SCORES_SCHEMA).to_pandas())
+    # only the columns the analysis reads (a million attempts: every column costs memory)
+    used = {
+        *("answered", "family", "mode", "model", "instance_id", "sample", "solution_length"),
+        *("success", "valid", "exact_match", "progress_ratio", "precision", "precision_positional"),
+        *("recall", "violation", "first_violation_step", "parse_error"),
+        *("n", "optimality_gap", "move_legality_rate"),
+    }
+    columns = [name for name in SCORES_SCHEMA.names if name in used]
+    scores = answered_scores(
+        pq.read_table(run_dir / SCORES_REL, columns=columns, schema=SCORES_SCHEMA).to_pandas()
+    )
     tables = analyse_scores(
         scores,
         cfg.analysis.bootstrap,
         cfg.run.seed,
         cfg.analysis.min_attempts_per_bin,
         cfg.analysis.bin_width,
+        axes=sweep.setting_axes(cfg.families),
+        tokens=plan_tokens(run_dir),
     )
     paths = {}
     for name, df in tables.items():

@@ -30,12 +30,12 @@ from horizonbench.analysis import compare as cmp
 from horizonbench.core.errors import ConfigError
 from horizonbench.schemas.config import Config, parse_config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, WORLD_ANALYSIS_SCHEMAS
+from horizonbench.tasks.layout import SCORES_REL
 from horizonbench.tasks.manifest import MANIFEST, git_sha
 from horizonbench.tasks.storage import sha256_file, write_json, write_table, write_text
 
-# the run folder's layout, as tasks/score.py and tasks/worlds.py write it (importing those
-# modules would load the model providers, seconds that ``compare`` has no use for)
-SCORES_REL = "scores/scores.parquet"
+# the run folder's layout, as tasks/worlds.py writes it (importing that module would
+# load the model providers, seconds that ``compare`` has no use for)
 EPISODES_REL = "episodes/part-0.parquet"
 WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
 FITS_REL = "analysis/fits.parquet"

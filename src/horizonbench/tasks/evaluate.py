@@ -37,11 +37,10 @@ from horizonbench.models.retry import RetryPolicy
 from horizonbench.schemas.config import Config, ModelSpec
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA
 from horizonbench.tasks import progress as prog
+from horizonbench.tasks.layout import ATTEMPTS_REL, PROMPTS_REL
 from horizonbench.tasks.rollouts import RolloutConversation
 from horizonbench.tasks.storage import rows_to_table, write_table
 
-ATTEMPTS_REL = "attempts/attempts.parquet"
-PROMPTS_REL = "prompts/prompts.parquet"
 RUN_TAG_REL = "attempts/run_tag"
 
 

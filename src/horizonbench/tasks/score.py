@@ -14,21 +14,22 @@ from horizonbench.core.types import Score
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import SCORES_SCHEMA
 from horizonbench.tasks import progress as prog
-from horizonbench.tasks.evaluate import ATTEMPTS_REL, instance_rows
+from horizonbench.tasks.evaluate import instance_rows
+from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL
 from horizonbench.tasks.rollouts import score_rollout
 from horizonbench.tasks.storage import rows_to_table, staged, write_table
 
-SCORES_REL = "scores/scores.parquet"
 
-
-def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def score_rows(
+    attempts: list[dict[str, Any]], instances: dict[tuple[str, str], dict[str, Any]]
+) -> list[dict[str, Any]]:
     """One score row per whole-plan attempt and one per rollout episode. An attempt (or
     an episode with a step) without an answer gets ``answered=False`` and its error
     class: it is counted, never scored as a model failure (a provider outage is not a
     reasoning failure), and a rerun retries it."""
     out: list[tuple[int, dict[str, Any]]] = []
     families: dict[str, Any] = {}
-    episodes: dict[tuple[str, str, int], list[int]] = {}
+    episodes: dict[tuple[str, str, str, int], list[int]] = {}
     # visit each instance's attempts together (families cache per-instance work), then
     # restore the attempts' order
     order = sorted(range(len(attempts)), key=lambda i: (attempts[i]["family"], attempts[i]["instance_id"]))
@@ -37,9 +38,11 @@ def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, An
             att = attempts[i]
             bar.advance()
             if att.get("mode", "plan") == "rollout":
-                episodes.setdefault((att["model"], att["instance_id"], int(att["sample"])), []).append(i)
+                episodes.setdefault(
+                    (att["model"], att["family"], att["instance_id"], int(att["sample"])), []
+                ).append(i)
                 continue
-            row = instances[att["instance_id"]]
+            row = instances[(att["family"], att["instance_id"])]
             if att["response"] is None:
                 out.append((i, _unanswered(att, row, att.get("error_class"))))
                 continue
@@ -49,7 +52,7 @@ def score_rows(attempts: list[dict[str, Any]], instances: dict[str, dict[str, An
     for idxs in episodes.values():
         turns = [attempts[i] for i in idxs]
         att = min(turns, key=lambda t: t["turn"])
-        row = instances[att["instance_id"]]
+        row = instances[(att["family"], att["instance_id"])]
         fam = families.setdefault(att["family"], get_family(att["family"]))
         s = score_rollout(fam, row, turns)
         if s is None:
@@ -131,7 +134,9 @@ def score_attempts(cfg: Config, run: str) -> str:
     """Write the scores table to staging (it is promoted after validation)."""
     run_dir = Path(run)
     attempts = pq.read_table(run_dir / ATTEMPTS_REL).to_pylist()
-    instances = {r["instance_id"]: r for fam in cfg.families for r in instance_rows(run_dir, fam)}
+    # instance ids are unique within a family label only: sweep settings that change
+    # the text alone share their mazes, and so their ids
+    instances = {(fam, r["instance_id"]): r for fam in cfg.families for r in instance_rows(run_dir, fam)}
     rows = score_rows(attempts, instances)
     path = staged(run_dir, SCORES_REL)
     write_table(rows_to_table(rows, SCORES_SCHEMA), path, "scores")

@@ -1,0 +1,9 @@
+"""Where the run folder keeps its tables: the paths alone, so a command that only reads
+them (``analyze``, ``report``, ``compare``) does not import the stages that write them
+(and, through evaluation, the provider SDKs)."""
+
+from __future__ import annotations
+
+ATTEMPTS_REL = "attempts/attempts.parquet"
+PROMPTS_REL = "prompts/prompts.parquet"
+SCORES_REL = "scores/scores.parquet"
