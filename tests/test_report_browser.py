@@ -39,6 +39,29 @@ PAGE = {
     "sections": "document.querySelectorAll('h2').length",
     "page_width": "document.documentElement.scrollWidth",
     "window_width": "window.innerWidth",
+    # tables wider than their box (they would scroll sideways inside it)
+    "wide_tables": (
+        "[...document.querySelectorAll('.table-wrap')].filter(e => e.scrollWidth > e.clientWidth + 1)"
+        ".map(e => e.closest('section').id)"
+    ),
+    # pick the first violation in the first model's failing answers, as a reader would
+    "filtered": """(() => {
+        const box = document.querySelector('details.failures');
+        const select = box.querySelector('select[data-filter=violation]');
+        const rows = [...box.querySelectorAll('details.failure')];
+        const pick = select.options[1].value;
+        select.value = pick;
+        select.dispatchEvent(new Event('change', {bubbles: true}));
+        return {
+            all: rows.length,
+            visible: rows.filter(r => !r.hidden).map(r => r.dataset.violation),
+            matching: rows.filter(r => r.dataset.violation === pick).length,
+            pick: pick,
+            count: box.querySelector('output.count').textContent,
+        };
+    })()""",
+    "sweep_figures": "document.querySelectorAll('section[id^=sweep-] figure svg').length",
+    "maps": "document.querySelectorAll('#maps figure svg').length",
 }
 
 
@@ -130,6 +153,25 @@ def test_the_table_of_contents_links_to_sections_that_exist(demo_page) -> None:
 def test_the_page_fits_a_laptop_screen_width(demo_page) -> None:
     # wide tables may scroll inside their own box; the page itself must not scroll sideways
     assert demo_page.values["page_width"] <= demo_page.values["window_width"] == LAPTOP[0]
+
+
+@pytest.mark.flow
+def test_no_table_is_wider_than_a_laptop_screen(demo_page) -> None:
+    assert demo_page.values["wide_tables"] == []
+
+
+@pytest.mark.flow
+def test_the_failing_answers_filter_by_violation_in_the_browser(demo_page) -> None:
+    seen = demo_page.values["filtered"]
+    assert seen["all"] > seen["matching"] > 0
+    assert seen["visible"] == [seen["pick"]] * seen["matching"]
+    assert seen["count"] == f"{seen['matching']} shown"
+
+
+@pytest.mark.flow
+def test_the_demo_report_draws_its_sweep_and_violation_maps(demo_page) -> None:
+    assert demo_page.values["sweep_figures"] >= 4  # L0 and success against B and noise
+    assert demo_page.values["maps"] >= 1
 
 
 # controls: the harness sees what it is meant to see, and only that
