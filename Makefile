@@ -24,7 +24,7 @@ lint: install
 	$(BIN)/ruff format --check src tests benchmarks deployment
 
 test: install lint
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadfile
 
 bench: install
 	$(BIN)/python benchmarks/run.py

@@ -356,7 +356,9 @@ def _config_text(config: Any) -> str | None:
     """The run's config as YAML, for the provenance block (None when not recorded)."""
     if not isinstance(config, Mapping):
         return None
-    return yaml.safe_dump(dict(config), sort_keys=False, allow_unicode=True, width=100)
+    # sorted: the manifest stores the config with sorted keys, and a report rebuilt from
+    # it must be the same bytes
+    return yaml.safe_dump(dict(config), sort_keys=True, allow_unicode=True, width=100)
 
 
 def _labelled(df: pd.DataFrame) -> pd.DataFrame:
