@@ -41,7 +41,7 @@ from typing import Any
 
 from horizonbench.core.types import ParsedAnswer, Plan, Step
 
-__all__ = ["parse_plan"]
+__all__ = ["parse_plan", "parse_plan_general"]
 
 _MAX_DEPTH = 6  # a wrapped JSON plan needs 3 levels; more is noise or an attack
 _MAX_TOKEN = 200  # longer strings or words are not actions or arguments
@@ -301,6 +301,52 @@ def _normalise_vocabulary(actions: Iterable[str] | None) -> frozenset[str] | Non
     return frozenset(_normalise_action(a) for a in actions if isinstance(a, str))
 
 
+#: one pair of the usual answer form, ``('move_to', 'B1')``: an action already in its
+#: normal form and a plain word argument, each in quotes
+_FAST_PAIR = re.compile(r"""\(\s*(['"])([a-z_][a-z0-9_]{0,63})\1\s*,\s*(['"])(\w{1,64})\3\s*\)""", re.ASCII)
+_FAST_WS = re.compile(r"\s*")
+
+
+def _fast_plan(text: str) -> Plan | None:
+    """The plan of an answer that ends with one list of plain quoted pairs
+    (``... Solution: [('start', 'A1'), ('move_to', 'B1')]``, the form most answers take)
+    after text without brackets or braces, read in one pass; None for anything else,
+    which the general reader then reads.
+
+    In such an answer the list is the last candidate, no other candidate can enclose
+    it, and every pair is a step by the general reader's rules too (a null action or
+    argument is left to it): the general reader would choose the same plan, unless the
+    task's vocabulary rules it out, which the caller leaves to the general reader.
+    tests/test_plan_parser_fast.py checks the agreement on generated and hostile
+    answers.
+    """
+    s = text.rstrip()
+    if not s.endswith("]"):
+        return None
+    start = s.rfind("[")  # pairs of words hold no bracket: this opens the list
+    if start < 0 or any(c in s[:start] for c in "[]{}"):
+        return None
+    end = len(s) - 1
+    pos = _FAST_WS.match(s, start + 1).end()  # type: ignore[union-attr]
+    steps: list[Step] = []
+    while True:
+        pair = _FAST_PAIR.match(s, pos)
+        if pair is None:
+            return None
+        action, arg = pair.group(2), pair.group(4)
+        if action in _NULLS or arg.lower() in _NULLS:
+            return None
+        steps.append(Step(action, arg))
+        pos = _FAST_WS.match(s, pair.end()).end()  # type: ignore[union-attr]
+        if pos == end:
+            return tuple(steps)
+        if s[pos] != ",":
+            return None
+        pos = _FAST_WS.match(s, pos + 1).end()  # type: ignore[union-attr]
+        if pos == end:  # a trailing comma
+            return tuple(steps)
+
+
 def parse_plan(
     text: str,
     *,
@@ -312,8 +358,26 @@ def parse_plan(
 
     ``task_actions``: the task's action vocabulary; a candidate using none of it is not
     a plan for the task (see the module docstring). It never rejects a plan for using
-    other actions besides.
+    other actions besides. The usual answer form takes a fast path (:func:`_fast_plan`)
+    with the same result as the general reader (:func:`parse_plan_general`).
     """
+    return _parse(text, task_actions, max_chars, max_steps, fast=True)
+
+
+def parse_plan_general(
+    text: str,
+    *,
+    task_actions: Iterable[str] | None = None,
+    max_chars: int = 200_000,
+    max_steps: int = 5_000,
+) -> ParsedAnswer:
+    """:func:`parse_plan` without the fast path: the reference it is tested against."""
+    return _parse(text, task_actions, max_chars, max_steps, fast=False)
+
+
+def _parse(
+    text: str, task_actions: Iterable[str] | None, max_chars: int, max_steps: int, *, fast: bool
+) -> ParsedAnswer:
     if not isinstance(text, str):
         return ParsedAnswer(plan=None, error=f"answer is not text (got {type(text).__name__})")
     if len(text) > max_chars:
@@ -322,6 +386,12 @@ def parse_plan(
         return ParsedAnswer(plan=None, error="no plan found (empty answer)")
     try:
         text = text.translate(_QUOTES)
+        quick = _fast_plan(text) if fast else None
+        if quick is not None and _choose([(0, len(text), quick)], _normalise_vocabulary(task_actions)):
+            # (a list the vocabulary rules out leaves an earlier candidate to the reader)
+            if len(quick) > max_steps:
+                return ParsedAnswer(plan=None, error=f"plan too long ({len(quick)} steps > {max_steps})")
+            return ParsedAnswer(plan=quick, error=None)
         brackets = _bracket_candidates(text)
         lines = [c for c in _line_candidates(text) if not _overlaps(c, brackets)]
         candidates = sorted(brackets + lines, key=lambda c: c[0])
