@@ -16,10 +16,8 @@ import os
 from collections.abc import Mapping
 
 from horizonbench.core.errors import ConfigError
-from horizonbench.models.anthropic_messages import AnthropicModel
 from horizonbench.models.base import Model
 from horizonbench.models.offline import OfflineModel
-from horizonbench.models.openai_chat import OpenAIChatModel
 from horizonbench.schemas.config import ModelSpec
 
 #: where the key is looked up when a spec names no ``api_key_env``
@@ -70,8 +68,14 @@ def build_model(spec: ModelSpec, environ: Mapping[str, str] = os.environ) -> Mod
     if spec.provider == "offline":
         return OfflineModel(spec)
     key = api_key_for(spec, environ)
+    # the SDKs are imported here, by the first API model: an offline run never pays for
+    # them (about 1.7 s)
     if spec.provider in ("openai", "openai_compatible"):
+        from horizonbench.models.openai_chat import OpenAIChatModel
+
         return OpenAIChatModel(spec, key)
     if spec.provider == "anthropic":
+        from horizonbench.models.anthropic_messages import AnthropicModel
+
         return AnthropicModel(spec, key)
     raise ConfigError(f"model {spec.name!r}: unknown provider {spec.provider!r}")

@@ -10,10 +10,9 @@ tables and logs.
 from __future__ import annotations
 
 import json
+import sys
 
-import anthropic
 import httpx
-import openai
 import pydantic
 
 from horizonbench.models import failures as f
@@ -27,6 +26,12 @@ def scrub(text: str, secret: str | None) -> str:
     return text[:_MAX_ERROR_CHARS]
 
 
+def _sdk(name: str) -> tuple[type[BaseException], ...]:
+    """The error class ``name`` of each SDK that is loaded. An SDK that was never
+    imported raised nothing, so an offline run need not import either to classify."""
+    return tuple(getattr(sys.modules[m], name) for m in ("openai", "anthropic") if m in sys.modules)
+
+
 def classify_sdk_error(err: BaseException, secret: str | None) -> f.CallFailure:
     """One classified, secret-free failure for anything an SDK call raised."""
     if isinstance(err, f.CallFailure):
@@ -34,17 +39,17 @@ def classify_sdk_error(err: BaseException, secret: str | None) -> f.CallFailure:
     status: int | None = getattr(err, "status_code", None)
     head = type(err).__name__ + (f" (HTTP {status})" if status is not None else "")
     message = scrub(f"{head}: {err}", secret)
-    if isinstance(err, openai.APIStatusError | anthropic.APIStatusError):
+    if isinstance(err, _sdk("APIStatusError")):
         assert status is not None
         headers = getattr(err.response, "headers", None)
         hint = f.retry_after_seconds(headers)
         # Anthropic says 529 when overloaded; kind_for_status maps every 5xx alike
         return f.CallFailure(f.kind_for_status(status), message, status=status, retry_after_s=hint)
-    if isinstance(err, openai.APITimeoutError | anthropic.APITimeoutError | httpx.TimeoutException):
+    if isinstance(err, (*_sdk("APITimeoutError"), httpx.TimeoutException)):
         return f.CallFailure(f.TIMEOUT, message)
-    if isinstance(err, openai.APIResponseValidationError | anthropic.APIResponseValidationError):
+    if isinstance(err, _sdk("APIResponseValidationError")):
         return f.CallFailure(f.MALFORMED, message, status=status)
-    if isinstance(err, openai.APIConnectionError | anthropic.APIConnectionError | httpx.TransportError):
+    if isinstance(err, (*_sdk("APIConnectionError"), httpx.TransportError)):
         return f.CallFailure(f.CONNECTION, message)
     if isinstance(
         err, json.JSONDecodeError | pydantic.ValidationError | KeyError | TypeError | AttributeError

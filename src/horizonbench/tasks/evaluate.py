@@ -21,7 +21,6 @@ from horizonbench.core.seeding import derive_seed
 from horizonbench.core.types import Message
 from horizonbench.models.attempt_store import AttemptStore, prompt_sha256
 from horizonbench.models.base import AttemptRequest
-from horizonbench.models.batch import submit_batch_job
 from horizonbench.models.budget import Budget
 from horizonbench.models.engine import (
     Evaluation,
@@ -240,6 +239,8 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
             for spec in specs:
                 runner, reqs = runners[spec.name], requests[spec.name]
                 if spec.batch:
+                    from horizonbench.models.batch import submit_batch_job  # the SDKs: API runs only
+
                     plans[spec.name] = submit_batch_job(evaluation, runner, reqs, poll_s=spec.batch_poll_s)
                 else:
                     plans[spec.name] = submit_attempts(evaluation, runner, reqs)

@@ -1,0 +1,30 @@
+"""An offline run never imports the provider SDKs (about 1.7 s of the fixed cost of a
+small run): they load with the first API model."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+PROBE = """
+import sys
+from horizonbench.cli import main
+from horizonbench.flows import pipeline, rebuild
+from horizonbench.tasks import analyse, evaluate, report, score
+from horizonbench.models.factory import build_model
+from horizonbench.models.sdk_errors import classify_sdk_error
+from horizonbench.schemas.config import ModelSpec
+build_model(ModelSpec(name="o", provider="offline", kind="oracle"))
+assert classify_sdk_error(TimeoutError("x"), None).kind
+print(sorted(m for m in ("openai", "anthropic") if m in sys.modules))
+spec = ModelSpec(name="a", provider="openai_compatible", model="m", base_url="http://127.0.0.1:9/v1")
+build_model(spec, {"OPENAI_API_KEY": "sk-test"})
+print(sorted(m for m in ("openai", "anthropic") if m in sys.modules))
+"""
+
+
+def test_an_offline_run_imports_no_sdk_and_an_api_model_loads_its_own() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.split("\n")[:2] == ["[]", "['openai']"]
