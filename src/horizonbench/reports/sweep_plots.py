@@ -3,8 +3,6 @@ held setting, labelled at its end so no legend has to be looked up."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -107,9 +105,3 @@ def swept_axes(rows: pd.DataFrame) -> list[str]:
     order = list(AXIS_NAMES)
     present = set(rows["axis"]) if not rows.empty else set()
     return sorted(present, key=lambda a: (order.index(a) if a in order else len(order), a))
-
-
-def format_interval(low: float, high: float) -> str:
-    if any(isinstance(v, float) and math.isnan(v) for v in (low, high)):
-        return "n/a"
-    return f"{low:.3g} to {high:.3g}"
