@@ -23,17 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.sparse import csr_matrix
 
 from horizonbench.core.types import Step
 from horizonbench.datasets.maze import facts as F
 from horizonbench.datasets.maze.grid import (
-    bfs_tree,
+    CuttableTree,
+    kruskal_tree,
     path_from_predecessors,
-    random_spanning_tree,
     room_names,
-    tree_edges,
-    without_edges,
 )
 from horizonbench.datasets.maze.rules import RESCUE_TARGET
 
@@ -62,7 +59,7 @@ def _edge(a: int, b: int) -> Edge:
 
 
 def _rewind(
-    n: int, tree: csr_matrix, target_keys: int, rng: np.random.Generator
+    n: int, tree: CuttableTree, target_keys: int, rng: np.random.Generator
 ) -> tuple[int, int, list[tuple[int, Edge, list[int]]]]:
     """Algorithm 1. Returns (start, goal, segments in forward order).
 
@@ -72,23 +69,22 @@ def _rewind(
     """
     goal = int(rng.integers(n))
     x = goal
-    locked: list[Edge] = []
     segments: list[tuple[int, Edge, list[int]]] = []
     for _ in range(target_keys):
         # the breadth-first order of the tree minus the locked doors is exactly the
         # set of cells reachable from x without crossing one
-        order, pred = bfs_tree(without_edges(tree, locked), x)
+        order, pred = tree.bfs(x)
         if order.shape[0] < 2:
             break
         c_key = int(order[1 + int(rng.integers(order.shape[0] - 1))])
         path = path_from_predecessors(pred, x, c_key)  # x ... c_key
         j = int(rng.integers(len(path) - 1))
         door = _edge(path[j], path[j + 1])
-        locked.append(door)
+        tree.cut(*door)
         segments.append((c_key, door, path[::-1]))  # forward: c_key ... x
         x = c_key
     if not segments:
-        order, pred = bfs_tree(tree, goal)
+        order, pred = tree.bfs(goal)  # nothing was cut: no round placed a door
         start = int(order[1 + int(rng.integers(order.shape[0] - 1))])
         return start, goal, [(-1, (-1, -1), path_from_predecessors(pred, goal, start)[::-1])]
     segments.reverse()
@@ -178,9 +174,8 @@ def generate_maze(
     n = rows * cols
     names = room_names(rows, cols)
     rng = np.random.default_rng([seed, 0])
-    tree = random_spanning_tree(rows, cols, rng)
-    tree_u, tree_v = tree_edges(tree)
-    start, goal, segments = _rewind(n, tree, target_keys, rng)
+    tree_u, tree_v = kruskal_tree(rows, cols, rng)
+    start, goal, segments = _rewind(n, CuttableTree(tree_u, tree_v, n), target_keys, rng)
     path_doors = [door for c, door, _ in segments if c >= 0]
 
     # decoy locked doors off the gold path, with their keys anywhere in the maze

@@ -61,28 +61,69 @@ def random_spanning_tree(rows: int, cols: int, rng: np.random.Generator) -> csr_
     """A random spanning tree of the grid: Kruskal's algorithm over random edge weights.
 
     scipy's minimum spanning tree is Kruskal's algorithm in C; random distinct weights
-    make it the classic randomised-Kruskal maze. Returns the tree as an n x n CSR
-    matrix holding each tree edge once, at (u, v) with u < v.
+    make it the classic randomised-Kruskal maze. The weights are drawn in
+    ``grid_edges`` order, so the tree is fixed by the generator's state. Returns the
+    tree as an n x n CSR matrix holding each tree edge once, at (u, v) with u < v.
     """
-    graph = _grid_csr(rows, cols).copy()
-    graph.data = 1.0 + rng.random(graph.data.shape[0])
-    tree = minimum_spanning_tree(graph)
-    tree.sort_indices()
-    return tree
+    template = _grid_csr(rows, cols)
+    # overwrite=True: the fresh weights and index copies are scipy's to consume, which
+    # saves it a copy of the whole graph per tree
+    graph = csr_matrix(
+        (1.0 + rng.random(template.data.shape[0]), template.indices.copy(), template.indptr.copy()),
+        shape=template.shape,
+    )
+    return minimum_spanning_tree(graph, overwrite=True)
 
 
 def tree_edges(tree: csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """The (u, v) edge arrays of a tree from :func:`random_spanning_tree`, sorted by (u, v)."""
+    """The (u, v) edge arrays of a tree from :func:`random_spanning_tree`, sorted by (u, v).
+
+    The tree keeps the grid's upper-triangular, row-sorted layout, so its rows and
+    column indices are already the sorted edge list.
+    """
     u = np.repeat(np.arange(tree.shape[0], dtype=np.int32), np.diff(tree.indptr))
-    v = tree.indices.astype(np.int32)
-    lo, hi = np.minimum(u, v), np.maximum(u, v)
-    order = np.lexsort((hi, lo))
-    return lo[order], hi[order]
+    return u, tree.indices.astype(np.int32)
 
 
 def kruskal_tree(rows: int, cols: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """The edges (u, v), u < v, of :func:`random_spanning_tree`."""
     return tree_edges(random_spanning_tree(rows, cols, rng))
+
+
+class CuttableTree:
+    """A tree that locked doors cut, searched breadth-first from any cell.
+
+    The rewind construction needs the breadth-first order of scipy's undirected search
+    on the tree minus the doors locked so far (it draws a cell by its position in that
+    order). That search visits a cell's higher neighbours, then its lower ones, each
+    ascending; a directed CSR listing the neighbours in that very order gives the same
+    order without scipy transposing the graph on every call. A cut door becomes a
+    self-loop on both of its cells, which the search skips, so cutting is two writes
+    instead of a new matrix.
+    """
+
+    def __init__(self, u: np.ndarray, v: np.ndarray, n: int) -> None:
+        src = np.concatenate([u, v]).astype(np.int64)
+        dst = np.concatenate([v, u]).astype(np.int64)
+        # per row: higher neighbours first (ranked by themselves), then lower ones (n + cell)
+        rank = np.where(dst > src, dst, n + dst)
+        order = np.argsort(src * (2 * n) + rank)
+        indptr = np.zeros(n + 1, dtype=np.int32)
+        np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
+        indices = dst[order].astype(np.int32)
+        self._indptr = indptr.tolist()
+        self._graph = csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(n, n))
+
+    def cut(self, a: int, b: int) -> None:
+        """Remove the edge a-b (a door locked) from every later search."""
+        indices = self._graph.indices
+        for row, col in ((a, b), (b, a)):
+            lo, hi = self._indptr[row], self._indptr[row + 1]
+            indices[lo + np.flatnonzero(indices[lo:hi] == col)] = row
+
+    def bfs(self, source: int) -> tuple[np.ndarray, np.ndarray]:
+        """Cells reachable from ``source`` in scipy's undirected order, and their predecessors."""
+        return breadth_first_order(self._graph, source, directed=True, return_predecessors=True)
 
 
 def without_edges(tree: csr_matrix, edges: list[tuple[int, int]]) -> csr_matrix:
