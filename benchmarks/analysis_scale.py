@@ -2,7 +2,7 @@
 
 Builds synthetic finished run folders of realistic shape (a manifest holding a
 figure1-like config, ``scores/scores.parquet``, ``attempts/attempts.parquet`` with a
-maze answer of 1-3 kB per attempt, and ``instances/maze/part-0.parquet`` whose rows are
+maze answer of 1-3 kB per attempt, and ``instances/maze/part-00000.parquet`` whose rows are
 real certified 40x40 mazes, for the report's violation maps), then runs
 ``horizonbench analyze --run DIR`` and ``horizonbench report --run DIR`` as child
 processes and measures each one's wall time and peak resident memory
@@ -368,7 +368,7 @@ def write_attempts(c: dict[str, Any], instance_ids: pa.Array, dest: Path) -> int
 
 
 def write_instances(c: dict[str, Any], instance_ids: pa.Array, dest: Path) -> None:
-    """``instances/maze/part-0.parquet``: each instance a pool maze under its own id and seed."""
+    """``instances/maze/part-00000.parquet``: each instance a pool maze under its own id and seed."""
     table = maze_pool().take(pa.array(c["inst_pool"]))
     seeds = c["rng"].integers(0, 2**62, size=c["instances"])
     for name, values in (
@@ -472,7 +472,7 @@ def build_run(run: Path, n_target: int, seed: int = 0) -> dict[str, Any]:
     run.mkdir(parents=True, exist_ok=True)
     (run / "scores").mkdir(exist_ok=True)
     pq.write_table(scores_table(c, ids), run / "scores" / "scores.parquet", compression="zstd")
-    write_instances(c, ids, run / "instances" / "maze" / "part-0.parquet")
+    write_instances(c, ids, run / "instances" / "maze" / "part-00000.parquet")
     text_bytes = write_attempts(c, ids, run / "attempts" / "attempts.parquet")
     (run / "manifest.json").write_text(json.dumps(_manifest(c, run), indent=2, sort_keys=True))
     return {

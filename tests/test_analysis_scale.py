@@ -132,7 +132,7 @@ def test_benchmark_builds_a_run_folder_of_the_pipelines_schemas(tmp_path: Path) 
     assert built["rows"] == 400
     scores = pq.read_table(tmp_path / "run" / "scores" / "scores.parquet")
     attempts = pq.read_table(tmp_path / "run" / "attempts" / "attempts.parquet")
-    instances = pq.read_table(tmp_path / "run" / "instances" / "maze" / "part-0.parquet")
+    instances = pq.read_table(tmp_path / "run" / "instances" / "maze" / "part-00000.parquet")
     assert scores.schema.equals(SCORES_SCHEMA) and attempts.schema.equals(ATTEMPTS_SCHEMA)
     assert set(scores["instance_id"].to_pylist()) == set(instances["instance_id"].to_pylist())
     assert analysis_parts(read_run(tmp_path / "run")) == ["scores"]

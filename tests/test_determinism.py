@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import hashlib
 
+import pyarrow.parquet as pq
 import pytest
 
 from horizonbench.schemas.config import DaskSpec, FamilySpec
 from horizonbench.tasks import progress
 from horizonbench.tasks.cluster import dask_client
 from horizonbench.tasks.generate import sample_family
-from horizonbench.tasks.storage import rows_to_table, write_table
+from horizonbench.tasks.table_parts import PartWriter, part_files
 
 progress.ENABLED["value"] = False
 
@@ -20,16 +21,22 @@ SPEC = {
 }
 
 
-def _table_bytes(tmp_path, workers: int, shard_size: int, address: str | None = None) -> bytes:
+def _table_bytes(tmp_path, workers: int, shard_size: int | None, address: str | None = None) -> bytes:
+    """The instance table as the generate stage streams it: in parts of 20 rows cut into
+    row groups of 5, so part and row-group boundaries fall inside shards."""
     from horizonbench.core.registry import get_family
 
     spec = FamilySpec.model_validate(SPEC | {"sampling": SPEC["sampling"] | {"shard_size": shard_size}})
-    with dask_client(DaskSpec(n_workers=workers, address=address)) as client:
-        selector = sample_family(client, "maze", spec, root_seed=123, window=3 * workers)
-    rows = sorted(selector.kept, key=lambda r: r["candidate_index"])
-    dest = tmp_path / f"w{workers}-s{shard_size}-{'remote' if address else 'local'}.parquet"
-    write_table(rows_to_table(rows, get_family("maze").instance_schema), dest, "instances/maze")
-    return dest.read_bytes()
+    dest = tmp_path / f"w{workers}-s{shard_size}-{'remote' if address else 'local'}"
+    with (
+        dask_client(DaskSpec(n_workers=workers, address=address)) as client,
+        PartWriter(dest, get_family("maze").instance_schema, "instances/maze", 20, 5) as writer,
+    ):
+        selector = sample_family(client, "maze", spec, root_seed=123, window=3 * workers, sink=writer.write)
+    files = part_files(dest)
+    assert len(files) == 2 and selector.kept == 24  # 6 bins x 4
+    assert [pq.ParquetFile(f).metadata.num_row_groups for f in files] == [4, 1]
+    return b"".join(f.name.encode() + f.read_bytes() for f in files)
 
 
 @pytest.mark.flow
@@ -37,8 +44,9 @@ def test_instance_table_is_byte_identical_for_1_and_4_workers(tmp_path):
     one = _table_bytes(tmp_path, workers=1, shard_size=40)
     four = _table_bytes(tmp_path, workers=4, shard_size=40)
     other_shards = _table_bytes(tmp_path, workers=4, shard_size=7)
+    adaptive = _table_bytes(tmp_path, workers=2, shard_size=None)
     assert hashlib.sha256(one).hexdigest() == hashlib.sha256(four).hexdigest()
-    assert one == other_shards
+    assert one == other_shards == adaptive
 
 
 @pytest.mark.flow

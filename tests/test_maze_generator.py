@@ -358,7 +358,8 @@ def test_key_count_rejections_are_counted_by_the_generate_stage(monkeypatch: pyt
     params = {"grid_rows": 4, "grid_cols": 4, "num_keys": 3}
     sampling = {"count": 30, "shard_size": 16, "max_candidates": 5000}
     spec = FamilySpec.model_validate({"params": params, "sampling": sampling})
-    selector = sample_family(_InlineClient(), "maze", spec, root_seed=9, window=2)
+    kept: list[dict] = []
+    selector = sample_family(_InlineClient(), "maze", spec, root_seed=9, window=2, sink=_collect(kept))
     # the same candidates, one by one: the short ones are exactly those counted
     short = sum(
         FAMILY.generate_candidate(MazeParams(**params), candidate_seed(9, "maze", i), i).rejection
@@ -367,17 +368,22 @@ def test_key_count_rejections_are_counted_by_the_generate_stage(monkeypatch: pyt
     )
     assert short > 0
     assert dict(selector.rejections) == {NUM_KEYS_SHORT: short}
-    assert selector.considered == selector.certified + short and len(selector.kept) == 30
-    assert all(row["num_keys"] == 3 for row in selector.kept)
-    stats = GenerationStats("maze", len(selector.kept), selector.considered, selector.certified)
+    assert selector.considered == selector.certified + short and selector.kept == len(kept) == 30
+    assert all(row["num_keys"] == 3 for row in kept)
+    stats = GenerationStats("maze", selector.kept, selector.considered, selector.certified)
     stats.rejections = dict(selector.rejections)
     assert stats.as_dict()["rejections"] == {NUM_KEYS_SHORT: short}
     # at_most: nothing rejected, and some kept instances have fewer keys
     loose = FamilySpec.model_validate(
         {"params": {**params, "num_keys_mode": "at_most"}, "sampling": sampling}
     )
-    selector = sample_family(_InlineClient(), "maze", loose, root_seed=9, window=2)
-    assert not selector.rejections and min(r["num_keys"] for r in selector.kept) < 3
+    kept = []
+    selector = sample_family(_InlineClient(), "maze", loose, root_seed=9, window=2, sink=_collect(kept))
+    assert not selector.rejections and min(r["num_keys"] for r in kept) < 3
+
+
+def _collect(rows: list[dict]) -> Callable[[pa.Table], None]:
+    return lambda table: rows.extend(table.to_pylist())
 
 
 # --- noise -----------------------------------------------------------------------------

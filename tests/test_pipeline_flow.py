@@ -33,7 +33,7 @@ def finished_run(prefect_server, small_config, tmp_path_factory):
 def test_flow_writes_every_table_with_versioned_schema(finished_run):
     out, report = finished_run
     assert report == str(out / "report" / "index.html")
-    inst = pq.read_table(out / "instances" / "maze" / "part-0.parquet")
+    inst = pq.read_table(out / "instances" / "maze" / "part-00000.parquet")
     assert inst.schema.metadata[b"schema_version"] == SCHEMA_VERSION.encode()
     assert inst.num_rows == 4 * 3  # four bins of width 4 in [8, 24), three per bin
     lengths = inst.column("solution_length").to_pylist()
@@ -72,7 +72,7 @@ def test_manifest_records_config_versions_counts_and_hashes(finished_run, small_
     assert oracle["cost_usd"] == 0.0 and oracle["price"]["source"] == "offline"
     assert manifest["counts"]["attempts"]["total"]["failed"] == 0
     hashes = manifest["content_sha256"]
-    rel = "instances/maze/part-0.parquet"
+    rel = "instances/maze/part-00000.parquet"
     assert hashes[rel] == sha256_file(out / rel)
     assert "report/index.html" in hashes
     assert not any(k.endswith(".sqlite") for k in hashes)

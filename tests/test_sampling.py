@@ -16,6 +16,22 @@ from horizonbench.schemas.config import BinSpec, SamplingSpec
 Item = tuple[int, int, str | None]  # (index, length, rejection)
 
 
+class Recording(Selector):
+    """The selector with the rows it keeps beside it (the generate stage streams them to
+    the table instead)."""
+
+    def __init__(self, spec: SamplingSpec) -> None:
+        super().__init__(spec)
+        self.rows: list[dict[str, Any]] = []
+
+    def feed(self, index: int, length: int | None, row: Any, rejection: str | None) -> bool:  # type: ignore[override]
+        kept = super().feed(index, length, row is not None, rejection)
+        assert kept == (self.kept == len(self.rows) + 1)
+        if kept:
+            self.rows.append(row)
+        return kept
+
+
 def row(index: int) -> dict[str, Any]:
     return {"candidate_index": index}
 
@@ -30,7 +46,7 @@ def feed_all(sel: Selector, stream: list[Item]) -> Selector:
 
 
 def kept_indices(sel: Selector) -> list[int]:
-    return [r["candidate_index"] for r in sel.kept]
+    return [r["candidate_index"] for r in sel.rows]
 
 
 def bins_spec(lo: int, hi: int, width: int, per_bin: int, max_candidates: int = 200_000) -> SamplingSpec:
@@ -43,7 +59,7 @@ def bins_spec(lo: int, hi: int, width: int, per_bin: int, max_candidates: int = 
 
 
 def test_bins_keep_per_bin_in_index_order() -> None:
-    sel = Selector(bins_spec(10, 20, 5, 2))
+    sel = Recording(bins_spec(10, 20, 5, 2))
     assert sel.bin_counts == {10: 0, 15: 0}
     stream: list[Item] = [
         (0, 12, None),
@@ -68,7 +84,7 @@ def test_bins_keep_per_bin_in_index_order() -> None:
 
 
 def test_bins_report_unfilled() -> None:
-    sel = Selector(bins_spec(1, 10, 3, 2))
+    sel = Recording(bins_spec(1, 10, 3, 2))
     assert sorted(sel.bin_counts) == [1, 4, 7]
     feed_all(sel, [(0, 1, None), (1, 2, None), (2, 5, None), (3, 0, "x"), (4, 0, "x"), (5, 9, None)])
     assert not sel.done
@@ -78,7 +94,7 @@ def test_bins_report_unfilled() -> None:
 
 
 def test_bin_of_and_wants() -> None:
-    sel = Selector(bins_spec(10, 22, 5, 1))
+    sel = Recording(bins_spec(10, 22, 5, 1))
     assert [sel.bin_of(n) for n in (9, 10, 14, 15, 19, 20, 21, 22, 100)] == [
         None,
         10,
@@ -93,13 +109,13 @@ def test_bin_of_and_wants() -> None:
     assert sel.wants(12) and not sel.wants(9) and not sel.wants(22)
     sel.feed(0, 12, row(0), None)
     assert not sel.wants(12) and sel.wants(17)
-    count_sel = Selector(SamplingSpec(count=1))
+    count_sel = Recording(SamplingSpec(count=1))
     assert count_sel.wants(10**6)
     assert count_sel.bin_of(5) is None and count_sel.unfilled() == {}
 
 
 def test_wanted_row_must_not_be_dropped() -> None:
-    sel = Selector(bins_spec(10, 20, 5, 1))
+    sel = Recording(bins_spec(10, 20, 5, 1))
     sel.feed(0, 3, None, None)  # outside the bins: its row may be dropped
     sel.feed(1, 12, row(1), None)
     sel.feed(2, 13, None, None)  # bin full: fine to drop
@@ -108,7 +124,7 @@ def test_wanted_row_must_not_be_dropped() -> None:
 
 
 def test_count_mode_keeps_first_n_certified() -> None:
-    sel = Selector(SamplingSpec(count=3))
+    sel = Recording(SamplingSpec(count=3))
     feed_all(
         sel, [(0, 5, "a"), (1, 50, None), (2, 0, "b"), (3, 7, None), (4, 9, None), (5, 8, None), (6, 1, "c")]
     )
@@ -119,11 +135,11 @@ def test_count_mode_keeps_first_n_certified() -> None:
 
 
 def test_max_candidates_is_respected() -> None:
-    sel = Selector(SamplingSpec(count=10, max_candidates=4))
+    sel = Recording(SamplingSpec(count=10, max_candidates=4))
     feed_all(sel, [(i, 5, None) for i in range(10)])
     assert kept_indices(sel) == [0, 1, 2, 3]
     assert sel.considered == 4 and not sel.done
-    sel = Selector(bins_spec(1, 5, 1, 3, max_candidates=3))
+    sel = Recording(bins_spec(1, 5, 1, 3, max_candidates=3))
     feed_all(sel, [(i, 1 + i % 4, None) for i in range(20)])
     assert kept_indices(sel) == [0, 1, 2]
     assert sel.unfilled() == {1: 1, 2: 1, 3: 1, 4: 0}
@@ -198,7 +214,7 @@ def specs(draw: st.DrawFn) -> SamplingSpec:
 @given(streams(), specs())
 @settings(max_examples=400, deadline=None)
 def test_selector_matches_reference(stream: list[Item], spec: SamplingSpec) -> None:
-    sel = feed_all(Selector(spec), stream)
+    sel = feed_all(Recording(spec), stream)
     ref = reference(stream, spec)
     assert kept_indices(sel) == ref["kept"]
     assert sel.considered == ref["considered"]
@@ -207,17 +223,17 @@ def test_selector_matches_reference(stream: list[Item], spec: SamplingSpec) -> N
     assert sel.done == ref["done"]
     assert sel.unfilled() == ref["unfilled"]
     if spec.bins is not None:
-        assert sum(sel.bin_counts.values()) == len(sel.kept)
+        assert sum(sel.bin_counts.values()) == len(sel.rows)
         assert all(c <= spec.bins.per_bin for c in sel.bin_counts.values())
         # the selector never keeps a row it said it did not want
-        sel2 = Selector(spec)
+        sel2 = Recording(spec)
         for index, length, rejection in stream:
             wanted = (
                 rejection is None and not sel2.done and index < spec.max_candidates and sel2.wants(length)
             )
-            before = len(sel2.kept)
+            before = len(sel2.rows)
             sel2.feed(index, length if rejection is None else None, row(index), rejection)
-            assert (len(sel2.kept) == before + 1) == wanted
+            assert (len(sel2.rows) == before + 1) == wanted
 
 
 @given(streams(), specs(), st.data())
@@ -226,8 +242,8 @@ def test_dropping_unwanted_rows_changes_nothing(
     stream: list[Item], spec: SamplingSpec, data: st.DataObject
 ) -> None:
     # a worker may drop the row of any candidate outside [bins.min, bins.max)
-    full = feed_all(Selector(spec), stream)
-    sel = Selector(spec)
+    full = feed_all(Recording(spec), stream)
+    sel = Recording(spec)
     for index, length, rejection in stream:
         if rejection is not None:
             sel.feed(index, None, None, rejection)
@@ -264,7 +280,7 @@ def test_split_shards_give_the_same_selection(spec: SamplingSpec) -> None:
     whole = generate_shard("maze", MAZE, 5, 0, total, keep)
     results = []
     for cuts in ([0, total], [0, 7, 19, 20, 43, total], [0, *range(5, total, 5), total]):
-        sel = Selector(spec)
+        sel = Recording(spec)
         parts = [generate_shard("maze", MAZE, 5, a, b, keep) for a, b in zip(cuts, cuts[1:], strict=False)]
         assert [t for p in parts for t in p] == whole
         for part in parts:
@@ -272,7 +288,7 @@ def test_split_shards_give_the_same_selection(spec: SamplingSpec) -> None:
                 sel.feed(index, length, r, rejection)
         results.append(
             (
-                [r["instance_id"] for r in sel.kept],
+                [r["instance_id"] for r in sel.rows],
                 sel.considered,
                 sel.certified,
                 dict(sel.rejections),
@@ -285,10 +301,10 @@ def test_split_shards_give_the_same_selection(spec: SamplingSpec) -> None:
 
 
 def test_open_lengths_shrink_as_bins_fill() -> None:
-    sel = Selector(bins_spec(10, 20, 5, 1))
+    sel = Recording(bins_spec(10, 20, 5, 1))
     assert sel.open_lengths() == frozenset(range(10, 20))
     sel.feed(0, 12, {"instance_id": "a"}, None)
     assert sel.open_lengths() == frozenset(range(15, 20))
     sel.feed(1, 19, {"instance_id": "b"}, None)
     assert sel.open_lengths() == frozenset() and sel.done
-    assert Selector(SamplingSpec(count=3)).open_lengths() is None
+    assert Recording(SamplingSpec(count=3)).open_lengths() is None

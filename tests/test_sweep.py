@@ -284,9 +284,7 @@ def test_a_sweep_runs_end_to_end_each_setting_scored_against_its_own_instances(p
     ]
     report = pipeline(parse_config(data), str(tmp_path))
     ids = {
-        label: pq.read_table(tmp_path / "instances" / label / "part-0.parquet")
-        .column("instance_id")
-        .to_pylist()
+        label: pq.read_table(tmp_path / "instances" / label).column("instance_id").to_pylist()
         for label in ("maze", "maze@keys-0", "maze@noise-0")
     }
     assert set(ids["maze"]) & set(ids["maze@keys-0"])  # shared ids, different mazes

@@ -129,7 +129,7 @@ def test_failed_suite_stops_the_flow_and_promotes_nothing(prefect_server, tmp_pa
     )
     with pytest.raises(ValidationFailed, match=r"instances/lying_maze failed validation.*solution_length"):
         pipeline(cfg, str(tmp_path))
-    assert not (tmp_path / "instances" / "lying_maze" / "part-0.parquet").exists()
+    assert not (tmp_path / "instances" / "lying_maze").exists()
     assert not (tmp_path / "manifest.json").exists()
     assert not (tmp_path / "attempts").exists()
     assert (
@@ -137,3 +137,57 @@ def test_failed_suite_stops_the_flow_and_promotes_nothing(prefect_server, tmp_pa
         .read_text()
         .startswith("# instances/lying_maze: FAILED")
     )
+
+
+def _parts(folder, table: pa.Table, part_rows: int = 4) -> None:
+    from horizonbench.tasks.table_parts import PartWriter
+
+    with PartWriter(folder, table.schema, "instances/maze", part_rows=part_rows, row_group_rows=2) as w:
+        w.write(table)
+
+
+def test_a_partitioned_table_is_validated_part_by_part(tmp_path):
+    from horizonbench.tasks.validate import validate_parts
+
+    _parts(tmp_path / "t", _instances(10))
+    summary = validate_parts(tmp_path / "t", "instances/maze", maze_suite(), tmp_path)
+    assert summary["success"], summary["failures"]
+    assert summary["parts"] == 3
+    names = sorted(p.name for p in (tmp_path / "validation").glob("*.json"))
+    assert names == [
+        "instances__maze__part-00000.json",
+        "instances__maze__part-00001.json",
+        "instances__maze__part-00002.json",
+        "keys__instances__maze.json",
+    ]
+
+
+def test_a_duplicate_in_two_parts_fails_the_table(tmp_path):
+    from horizonbench.tasks.validate import validate_parts
+
+    table = _instances(6)
+    ids = table.column("instance_id").to_pylist()
+    ids[5] = ids[0]  # part 0 and part 1 each hold one copy
+    table = table.set_column(0, table.schema.field(0), pa.array(ids, pa.string()))
+    _parts(tmp_path / "t", table)
+    summary = validate_parts(tmp_path / "t", "instances/maze", maze_suite(), tmp_path)
+    assert not summary["success"]
+    assert any(f.startswith("keys/instances/maze: ") and "instance_id" in f for f in summary["failures"])
+
+
+def test_a_part_with_a_bad_nested_value_fails_in_the_slim_frame(tmp_path):
+    """Nested columns become their lengths for the suite: a solution that does not end
+    in rescue, or a facts list that is too short, still fails."""
+    from horizonbench.tasks.validate import slim_part, validate_parts
+
+    table = _instances(6)
+    rows = table.to_pylist()
+    rows[4]["solution"] = rows[4]["solution"][:-1]
+    rows[4]["solution_length"] -= 1
+    _parts(tmp_path / "t", pa.Table.from_pylist(rows, schema=table.schema))
+    frame = slim_part(tmp_path / "t" / "part-00001.parquet", "instances/maze")
+    assert frame["facts"].dtype == "Int64" and frame["solution"].dtype == "Int64"
+    assert frame["_last_action"].tolist() == ["move_to", "rescue"]
+    summary = validate_parts(tmp_path / "t", "instances/maze", maze_suite(), tmp_path)
+    assert not summary["success"]
+    assert any("instances/maze/part-00001" in f and "_last_action" in f for f in summary["failures"])

@@ -3,13 +3,15 @@
 Candidates are considered strictly in candidate-index order and each bin keeps the
 first ``per_bin`` candidates that fall in it. The result therefore depends only on
 the seeds, never on how many workers generated them or in what order they finished.
+
+The selector holds counts only, never rows: the caller streams each kept row on to
+its table, so selecting a million instances costs the same memory as selecting ten.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 from horizonbench.schemas.config import SamplingSpec
 
@@ -17,7 +19,7 @@ from horizonbench.schemas.config import SamplingSpec
 @dataclass
 class Selector:
     spec: SamplingSpec
-    kept: list[dict[str, Any]] = field(default_factory=list)
+    kept: int = 0
     considered: int = 0
     certified: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
@@ -55,32 +57,32 @@ class Selector:
     @property
     def done(self) -> bool:
         if self.spec.count is not None:
-            return len(self.kept) >= self.spec.count
+            return self.kept >= self.spec.count
         if self.spec.bins is None:  # ``all``: every candidate is considered
             return False
         return all(c >= self.spec.bins.per_bin for c in self.bin_counts.values())
 
-    def feed(self, index: int, length: int | None, row: dict[str, Any] | None, rejection: str | None) -> None:
-        """Offer candidate ``index`` (call in increasing index order)."""
+    def feed(self, index: int, length: int | None, has_row: bool, rejection: str | None) -> bool:
+        """Offer candidate ``index`` (call in increasing index order); True: keep its row."""
         if self.done or index >= self.spec.max_candidates or rejection == "not_needed":
-            return
+            return False
         self.considered += 1
         if rejection is not None:
             self.rejections[rejection] += 1
-            return
+            return False
         self.certified += 1
         assert length is not None
         if self.spec.bins is None:
-            if row is not None:
-                self.kept.append(row)
-            return
+            self.kept += has_row
+            return has_row
         lo = self.bin_of(length)
         if lo is None or self.bin_counts[lo] >= self.spec.bins.per_bin:
-            return
-        if row is None:
+            return False
+        if not has_row:
             raise RuntimeError(f"candidate {index} was wanted but its row was dropped")
         self.bin_counts[lo] += 1
-        self.kept.append(row)
+        self.kept += 1
+        return True
 
     def unfilled(self) -> dict[int, int]:
         """Bins short of their quota: lower edge -> how many instances they got."""

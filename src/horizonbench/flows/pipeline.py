@@ -19,6 +19,7 @@ from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
 from horizonbench.tasks.analyse import analyse
 from horizonbench.tasks.evaluate import evaluate_models
 from horizonbench.tasks.generate import generate_instances
+from horizonbench.tasks.layout import instances_rel
 from horizonbench.tasks.manifest import MANIFEST, git_sha, versions, write_manifest
 from horizonbench.tasks.report import REPORT_REL, build_report
 from horizonbench.tasks.score import SCORES_REL, score_attempts
@@ -61,8 +62,8 @@ def _generate_and_validate(cfg: Config, run: Path) -> list[dict[str, Any]]:
         return []
     stats = generate_instances(cfg, str(run))
     for name in cfg.families:
-        rel = f"instances/{name}/part-0.parquet"
-        validate_table(str(staged(run, rel)), f"instances/{name}", suite_for_family(name), str(run))
+        rel = instances_rel(name)
+        validate_table(str(staged(run, rel)), rel, suite_for_family(name), str(run))
         promote(run, rel)
     return stats
 

@@ -49,8 +49,9 @@ class SamplingSpec(_Strict):
     bins: BinSpec | None = None
     #: keep every certified candidate of the family's candidate space
     all: bool = False
-    #: candidates generated per Dask task; fixed so output never depends on worker count
-    shard_size: int = Field(default=200, ge=1, le=100_000)
+    #: candidates per Dask task; by default sized to about a second of worker CPU. The
+    #: kept instances never depend on it (nor on the worker count), only the traffic
+    shard_size: int | None = Field(default=None, ge=1, le=100_000)
     #: give up oversampling after this many candidates (unfilled bins are reported)
     max_candidates: int = Field(default=200_000, ge=1)
 

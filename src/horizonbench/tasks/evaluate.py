@@ -12,7 +12,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
@@ -36,15 +35,16 @@ from horizonbench.models.retry import RetryPolicy
 from horizonbench.schemas.config import Config, ModelSpec
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA
 from horizonbench.tasks import progress as prog
-from horizonbench.tasks.layout import ATTEMPTS_REL, PROMPTS_REL
+from horizonbench.tasks.layout import ATTEMPTS_REL, PROMPTS_REL, instances_rel
 from horizonbench.tasks.rollouts import RolloutConversation
 from horizonbench.tasks.storage import rows_to_table, write_table
+from horizonbench.tasks.table_parts import read_parts
 
 RUN_TAG_REL = "attempts/run_tag"
 
 
 def instance_rows(run: Path, family: str) -> list[dict[str, Any]]:
-    return pq.read_table(run / "instances" / family / "part-0.parquet").to_pylist()
+    return read_parts(run / instances_rel(family)).to_pylist()
 
 
 Prompted = list[tuple[str, str, dict[str, Any], tuple[Message, ...]]]

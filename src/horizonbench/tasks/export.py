@@ -24,6 +24,8 @@ from horizonbench.core.registry import get_family
 from horizonbench.datasets.puzzles.steps import SPLITS, assign_splits, step_rows
 from horizonbench.schemas.expectations import export_suite
 from horizonbench.schemas.tables import with_version
+from horizonbench.tasks.layout import instances_rel
+from horizonbench.tasks.table_parts import read_parts
 from horizonbench.tasks.validate import validate_frame
 
 STEP_FIELDS = [
@@ -72,7 +74,7 @@ def export_run(run: Path, formats: list[str], seed: int, dest: Path | None = Non
     summary: dict[str, Any] = {}
     for name in families:
         family = get_family(name)
-        rows = pq.read_table(run / "instances" / name / "part-0.parquet").to_pylist()
+        rows = read_parts(run / instances_rel(name)).to_pylist()
         splits = assign_splits(rows, seed)
         rule_cols = [f.name for f in family.rule_fields]
         schema = with_version(pa.schema(STEP_FIELDS + list(family.rule_fields) + STEP_TAIL), f"export/{name}")

@@ -7,3 +7,8 @@ from __future__ import annotations
 ATTEMPTS_REL = "attempts/attempts.parquet"
 PROMPTS_REL = "prompts/prompts.parquet"
 SCORES_REL = "scores/scores.parquet"
+
+
+def instances_rel(family: str) -> str:
+    """A family label's instance table: a folder of parts (``tasks.table_parts``)."""
+    return f"instances/{family}"

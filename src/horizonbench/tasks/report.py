@@ -16,8 +16,9 @@ from horizonbench.analysis.failures import ATTEMPT_KEY, choose_failures, choose_
 from horizonbench.reports.html import render_report
 from horizonbench.reports.maze_map import violation_map_for_answer
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
-from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL
+from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
 from horizonbench.tasks.storage import write_text
+from horizonbench.tasks.table_parts import part_files
 from horizonbench.tasks.worlds import read_world_analysis
 
 REPORT_REL = "report/index.html"
@@ -124,10 +125,11 @@ def violation_maps(
     picked = choose_maps(frame, per_model)
     out = []
     for family, part in picked.groupby("family", sort=True):
-        path = run_dir / "instances" / str(family) / "part-0.parquet"
-        if not path.exists():
+        files = part_files(run_dir / instances_rel(str(family)))
+        if not files:
             continue
-        rows = {r["instance_id"]: r for r in _rows_of(path, set(part["instance_id"])).to_pylist()}
+        ids = set(part["instance_id"])
+        rows = {r["instance_id"]: r for f in files for r in _rows_of(f, ids).to_pylist()}
         for r in part.itertuples():
             row = rows.get(r.instance_id)
             if row is None:

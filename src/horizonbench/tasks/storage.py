@@ -25,7 +25,7 @@ from horizonbench.schemas.tables import with_version
 STAGING = ".staging"
 
 
-def _umask() -> int:
+def umask_bits() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
@@ -40,7 +40,7 @@ def atomic_path(dest: Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
-        os.chmod(tmp_path, 0o666 & ~_umask())  # mkstemp makes 0600; results are for sharing
+        os.chmod(tmp_path, 0o666 & ~umask_bits())  # mkstemp makes 0600; results are for sharing
         os.replace(tmp_path, dest)
     finally:
         if tmp_path.exists():

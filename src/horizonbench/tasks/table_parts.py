@@ -1,0 +1,163 @@
+"""Partitioned tables: a folder of ``part-NNNNN.parquet`` files written as rows stream in.
+
+A table that grows with the study (instances, scores) is never held whole in one
+process: rows arrive in their final order and are cut into row groups and parts of
+fixed sizes. The cut points depend only on the row count, never on how the rows were
+batched on the way in, so the same rows give the same bytes whatever the shard size
+or the number of workers that produced them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from horizonbench.schemas.tables import with_version
+from horizonbench.tasks.storage import umask_bits
+
+#: rows per row group: a reader filtering or batching a part decodes at most this many
+ROW_GROUP_ROWS = 5_000
+#: rows per part file: bounds what one validation or one worker reads at once
+PART_ROWS = 100_000
+PART_GLOB = "part-*.parquet"
+
+
+def part_name(i: int) -> str:
+    return f"part-{i:05d}.parquet"
+
+
+def part_files(folder: Path) -> list[Path]:
+    """The parts of a table, in order (temporary files start with a dot and are skipped)."""
+    return sorted(folder.glob(PART_GLOB))
+
+
+def read_parts(folder: Path, columns: Sequence[str] | None = None) -> pa.Table:
+    """The whole table (or some columns of it): for tables known to be small."""
+    files = part_files(folder)
+    if not files:
+        raise FileNotFoundError(f"no {PART_GLOB} in {folder}")
+    tables = [pq.read_table(f, columns=list(columns) if columns is not None else None) for f in files]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def iter_batches(
+    folder: Path, columns: Sequence[str] | None = None, batch_rows: int = ROW_GROUP_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """Stream a table part by part, ``batch_rows`` at a time."""
+    for f in part_files(folder):
+        with pq.ParquetFile(f) as pf:
+            yield from pf.iter_batches(batch_size=batch_rows, columns=list(columns) if columns else None)
+
+
+class PartWriter:
+    """Append rows in their final order; row groups and parts are cut at fixed counts.
+
+    Each part is written to a temporary name and renamed when full (or at ``close``),
+    so a crash leaves only whole parts under real names. ``close`` writes an empty
+    ``part-00000`` for a table with no rows, so readers always find its schema.
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        schema: pa.Schema,
+        table: str,
+        part_rows: int = PART_ROWS,
+        row_group_rows: int = ROW_GROUP_ROWS,
+    ) -> None:
+        if part_rows % row_group_rows:
+            raise ValueError("part_rows must be a multiple of row_group_rows")
+        self.folder = folder
+        self.schema = with_version(schema, table)
+        self.part_rows = part_rows
+        self.row_group_rows = row_group_rows
+        self.rows = 0
+        self.parts: list[Path] = []
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._writer: pq.ParquetWriter | None = None
+        self._tmp: Path | None = None
+        self._in_part = 0
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in part_files(folder):  # a rerun into staging starts the table afresh
+            stale.unlink()
+
+    def write(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        self._pending.append(table.cast(self.schema) if table.schema != self.schema else table)
+        self._pending_rows += table.num_rows
+        while self._pending_rows >= self.row_group_rows:
+            self._flush(self.row_group_rows)
+
+    def _flush(self, n: int) -> None:
+        whole = pa.concat_tables(self._pending)
+        group, rest = whole.slice(0, n), whole.slice(n)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        if self._writer is None:
+            self._open()
+        assert self._writer is not None
+        # one contiguous chunk per column: the bytes must not depend on how rows arrived
+        self._writer.write_table(group.combine_chunks(), row_group_size=n)
+        self.rows += n
+        self._in_part += n
+        if self._in_part >= self.part_rows:
+            self._close_part()
+
+    def _open(self) -> None:
+        dest = self.folder / part_name(len(self.parts))
+        self._tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd", write_statistics=True)
+        self.parts.append(dest)
+        self._in_part = 0
+
+    def _close_part(self) -> None:
+        assert self._writer is not None and self._tmp is not None
+        self._writer.close()
+        os.chmod(self._tmp, 0o666 & ~umask_bits())
+        os.replace(self._tmp, self.parts[-1])
+        self._writer = self._tmp = None
+
+    def close(self) -> list[Path]:
+        if self._pending_rows:
+            self._flush(self._pending_rows)
+        if self._writer is not None:
+            self._close_part()
+        if not self.parts:
+            self._open()
+            self._close_part()
+        return list(self.parts)
+
+    def abort(self) -> None:
+        """Drop the part being written (its temporary file goes); whole parts stay."""
+        if self._writer is not None and self._tmp is not None:
+            self._writer.close()
+            self._tmp.unlink(missing_ok=True)
+            self.parts.pop()
+            self._writer = self._tmp = None
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+def total_rows(folder: Path) -> int:
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in part_files(folder))
+
+
+def same_bytes(a: Path, b: Path) -> bool:
+    """Do two table folders hold the same parts, byte for byte? (tests and benchmarks)"""
+    fa, fb = part_files(a), part_files(b)
+    if [f.name for f in fa] != [f.name for f in fb]:
+        return False
+    return all(x.read_bytes() == y.read_bytes() for x, y in zip(fa, fb, strict=True))
