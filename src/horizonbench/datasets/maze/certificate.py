@@ -2,13 +2,17 @@
 
 Every instance is proven solvable from its own facts, with the gold plan's length
 equal to the shortest possible, and the number of distinct optimal plans counted.
+At generation time the world comes from the generator's fact items rather than from
+parsing the strings again, so the items are first proven to render to exactly the
+strings shown: a listing whose text and structure disagree is not certified.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from horizonbench.datasets.maze.facts import World
+from horizonbench.datasets.maze.facts import FactItem, World, render_fact, world_from_items
 from horizonbench.datasets.maze.rules import State, tables_of, transitions
 
 
@@ -25,6 +29,17 @@ class Solution:
     count: int
     dist: dict[State, int] = field(default_factory=dict)
     on_optimal: set[State] = field(default_factory=set)
+
+
+def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World | None:
+    """The world of a generated listing, or None when ``items`` do not render to ``facts``
+    one for one (then the search would certify a maze the model is not shown)."""
+    if len(items) != len(facts):
+        return None
+    for (kind, slots), fact in zip(items, facts, strict=True):
+        if render_fact(kind, slots) != fact:
+            return None
+    return world_from_items(items)
 
 
 def solve(world: World, *, track: bool = False, max_states: int = 2_000_000) -> Solution:

@@ -1,11 +1,14 @@
 """The maze's natural-language facts: rendering them, and reading them back as a world.
 
-The certificate and the simulator both read the world from the very fact strings the
-model is shown, so a plan is judged against exactly what the model could know.
+The simulator reads the world from the very fact strings the model is shown, so a plan
+is judged against exactly what the model could know. The generator hands the
+certificate its facts already split into (kind, slots) items as well: the certificate
+builds the world from those (no parsing) and proves they render to the shown strings.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 OPEN = "Room {a} and {b} are connected by an open door."
@@ -14,6 +17,11 @@ REQUIRES = "The locked door between {a} and {b} requires key {k}."
 KEY_AT = "Key {k} is in room {r}."
 BOB_AT = "Bob is in room {r}."
 ALICE_AT = "Alice is in room {r}."
+
+#: a fact as (kind, slots), the slots as they appear in its sentence: "open" and
+#: "locked": (room, room); "requires": (room, room, key); "key": (key, room);
+#: "bob" and "alice": (room,)
+FactItem = tuple[str, tuple[str, ...]]
 
 
 @dataclass
@@ -83,36 +91,79 @@ def _classify(fact: str) -> tuple[str, tuple[str, ...]]:
     raise ValueError(f"not a maze fact: {fact!r}")
 
 
+def render_fact(kind: str, slots: tuple[str, ...]) -> str:
+    """The sentence of one fact item (the inverse of reading it)."""
+    if kind == "open":
+        return OPEN.format(a=slots[0], b=slots[1])
+    if kind == "locked":
+        return LOCKED.format(a=slots[0], b=slots[1])
+    if kind == "requires":
+        return REQUIRES.format(a=slots[0], b=slots[1], k=slots[2])
+    if kind == "key":
+        return KEY_AT.format(k=slots[0], r=slots[1])
+    if kind == "bob":
+        return BOB_AT.format(r=slots[0])
+    if kind == "alice":
+        return ALICE_AT.format(r=slots[0])
+    raise ValueError(f"not a maze fact kind: {kind!r}")
+
+
 def world_from_facts(facts: list[str]) -> World:
-    """Read a world from fact strings written by this module; other text is an error.
+    """Read a world from fact strings written by this module; other text is an error."""
+    return world_from_items([_classify(fact) for fact in facts])
+
+
+def world_from_items(items: Iterable[FactItem]) -> World:
+    """The world a list of fact items describes.
 
     A "requires key" fact without its "locked door" fact says nothing about passability
-    and is ignored; a locked door without a "requires" fact cannot be opened.
+    and is ignored; a locked door without a "requires" fact cannot be opened. Does what
+    :meth:`World.room` and :meth:`World.connect` do, written out: this runs once per
+    generated candidate, over hundreds of facts.
     """
     world = World()
+    index, rooms, adj, locks = world.index, world.rooms, world.adj, world.locks
     requires: dict[tuple[str, str], int] = {}
-    for fact in facts:
-        kind, g = _classify(fact)
-        if kind == "open":
-            world.connect(g[0], g[1])
-        elif kind == "locked":
-            ia, ib = world.connect(g[0], g[1])
-            world.locks.setdefault((ia, ib), None)
-        elif kind == "requires":
+    for kind, g in items:
+        if kind == "requires":
             requires[(g[0], g[1])] = int(g[2])
-        elif kind == "key":
-            keys = world.keys_in_room.setdefault(world.room(g[1]), [])
+            continue
+        if kind == "key":
+            r = index.get(g[1])
+            if r is None:
+                r = index[g[1]] = len(rooms)
+                rooms.append(g[1])
+                adj.append([])
+            keys = world.keys_in_room.setdefault(r, [])
             if int(g[0]) not in keys:  # a repeated fact is one key, not two
                 keys.append(int(g[0]))
-        elif kind == "bob":
-            world.start = world.room(g[0])
-        else:
-            world.goal = world.room(g[0])
+            continue
+        ia = index.get(g[0])
+        if ia is None:
+            ia = index[g[0]] = len(rooms)
+            rooms.append(g[0])
+            adj.append([])
+        if kind == "bob":
+            world.start = ia
+            continue
+        if kind == "alice":
+            world.goal = ia
+            continue
+        ib = index.get(g[1])
+        if ib is None:
+            ib = index[g[1]] = len(rooms)
+            rooms.append(g[1])
+            adj.append([])
+        if ib not in adj[ia]:
+            adj[ia].append(ib)
+            adj[ib].append(ia)
+        if kind == "locked":
+            locks.setdefault((ia, ib) if ia < ib else (ib, ia), None)
     for (a, b), key in requires.items():
-        ia, ib = world.index.get(a), world.index.get(b)
+        ia, ib = index.get(a), index.get(b)
         if ia is None or ib is None:
             continue
         door = door_key(ia, ib)
-        if door in world.locks:
-            world.locks[door] = key
+        if door in locks:
+            locks[door] = key
     return world

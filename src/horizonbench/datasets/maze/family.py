@@ -11,8 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score, Step
 from horizonbench.datasets.maze import baselines, prompt
-from horizonbench.datasets.maze.certificate import solve
-from horizonbench.datasets.maze.facts import world_from_facts
+from horizonbench.datasets.maze.certificate import solve, world_of_listing
 from horizonbench.datasets.maze.generator import generate_maze
 from horizonbench.datasets.maze.rules import ACTIONS, VIOLATIONS
 from horizonbench.datasets.maze.simulator import replay, score_plan
@@ -21,6 +20,8 @@ from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
 
 #: rejection of a candidate whose rewind placed fewer keys than asked (``exact`` mode)
 NUM_KEYS_SHORT = "num_keys_short"
+#: rejection of a candidate whose fact strings are not what its fact items render to
+FACTS_MISMATCH = "facts_mismatch"
 
 
 class MazeParams(BaseModel):
@@ -105,7 +106,9 @@ class MazeFamily:
         )
         if p.num_keys_mode == "exact" and maze.num_keys != p.num_keys:
             return Candidate(None, NUM_KEYS_SHORT)  # before the certificate: it is the costly part
-        world = world_from_facts(list(maze.facts))
+        world = world_of_listing(maze.items, maze.facts)
+        if world is None:
+            return Candidate(None, FACTS_MISMATCH)
         sol = solve(world)
         if sol.length is None:
             return Candidate(None, "unsolvable")

@@ -20,7 +20,7 @@ lower one), stream 2 shuffles the listing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,9 @@ class Maze:
     supporting_count: int
     distracting_count: int
     displaced_count: int
+    #: ``facts`` as (kind, slots) items, in the same order: the structure the
+    #: certificate searches (after proving that it renders to ``facts``)
+    items: tuple[F.FactItem, ...] = field(default=(), repr=False)
 
 
 def _edge(a: int, b: int) -> Edge:
@@ -127,22 +130,19 @@ def _gold_plan(
     return plan, support
 
 
-def _render(kind: str, payload: object, names: tuple[str, ...], flip: bool) -> str:
-    if kind == "bob":
-        return F.BOB_AT.format(r=names[payload])  # type: ignore[index]
-    if kind == "alice":
-        return F.ALICE_AT.format(r=names[payload])  # type: ignore[index]
+def _item(kind: str, payload: object, names: tuple[str, ...], flip: bool) -> F.FactItem:
+    """A fact as (kind, slots) with room names, connections written ``flip``-ped or not."""
+    if kind in ("bob", "alice"):
+        return kind, (names[payload],)  # type: ignore[index]
     if kind == "key":
         k, cell = payload  # type: ignore[misc]
-        return F.KEY_AT.format(k=k, r=names[cell])
-    a, b = payload[0], payload[1]  # type: ignore[index]
+        return kind, (str(k), names[cell])
+    a, b = names[payload[0]], names[payload[1]]  # type: ignore[index]
     if flip:
         a, b = b, a
-    if kind == "open":
-        return F.OPEN.format(a=names[a], b=names[b])
-    if kind == "locked":
-        return F.LOCKED.format(a=names[a], b=names[b])
-    return F.REQUIRES.format(a=names[a], b=names[b], k=payload[2])  # type: ignore[index]
+    if kind == "requires":
+        return kind, (a, b, str(payload[2]))  # type: ignore[index]
+    return kind, (a, b)
 
 
 def _sattolo_positions(n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
@@ -175,7 +175,7 @@ def generate_maze(
     names = room_names(rows, cols)
     rng = np.random.default_rng([seed, 0])
     tree_u, tree_v = kruskal_tree(rows, cols, rng)
-    start, goal, segments = _rewind(n, CuttableTree(tree_u, tree_v, n), target_keys, rng)
+    start, goal, segments = _rewind(n, CuttableTree(tree_u, tree_v, rows, cols), target_keys, rng)
     path_doors = [door for c, door, _ in segments if c >= 0]
 
     # decoy locked doors off the gold path, with their keys anywhere in the maze
@@ -225,12 +225,12 @@ def generate_maze(
     orient_rng = np.random.default_rng([seed, 3])
     flips = orient_rng.random(len(support) + pool_size) < 0.5
     flip_of = flips[: len(support)].tolist() + [bool(flips[len(support) + i]) for i in order]
-    rendered = [_render(k, p, names, bool(f)) for (k, p), f in zip(listing, flip_of, strict=True)]
+    items = [_item(k, p, names, f) for (k, p), f in zip(listing, flip_of, strict=True)]
 
     shuffle_rng = np.random.default_rng([seed, 2])
-    perm = _sattolo_positions(len(rendered), shuffle_ratio, shuffle_rng)
-    shown = tuple(rendered[i] for i in perm)
-    displaced = int(np.count_nonzero(perm != np.arange(len(perm))))
+    perm = _sattolo_positions(len(items), shuffle_ratio, shuffle_rng).tolist()
+    shown_items = tuple(items[i] for i in perm)
+    displaced = sum(i != p for i, p in enumerate(perm))
     return Maze(
         rows=rows,
         cols=cols,
@@ -238,7 +238,8 @@ def generate_maze(
         goal=names[goal],
         num_keys=len(path_doors),
         gold=tuple(gold),
-        facts=shown,
+        facts=tuple(F.render_fact(kind, slots) for kind, slots in shown_items),
+        items=shown_items,
         supporting_count=n_support,
         distracting_count=n_noise,
         displaced_count=displaced,

@@ -57,37 +57,72 @@ def _grid_csr(rows: int, cols: int) -> csr_matrix:
     return csr_matrix((np.ones(u.shape[0]), (u, v)), shape=(n, n))
 
 
-def random_spanning_tree(rows: int, cols: int, rng: np.random.Generator) -> csr_matrix:
-    """A random spanning tree of the grid: Kruskal's algorithm over random edge weights.
+@lru_cache(maxsize=64)
+def _subdivided_layout(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fixed parts of :func:`_subdivided_graph`: per cell, its walls with it as the
+    higher end (in ``grid_edges`` order), the row pointers, and the short links' weight."""
+    u, v = grid_edges(rows, cols)
+    n, m = rows * cols, u.shape[0]
+    by_high_end = np.argsort(v, kind="stable").astype(np.int32)
+    indptr = np.concatenate([np.arange(m + 1), m + np.cumsum(np.bincount(v, minlength=n))]).astype(np.int32)
+    for a in (by_high_end, indptr):
+        a.setflags(write=False)
+    return by_high_end, indptr, np.full(m, 0.5)
 
-    scipy's minimum spanning tree is Kruskal's algorithm in C; random distinct weights
-    make it the classic randomised-Kruskal maze. The weights are drawn in
-    ``grid_edges`` order, so the tree is fixed by the generator's state. Returns the
-    tree as an n x n CSR matrix holding each tree edge once, at (u, v) with u < v.
+
+def _subdivided_graph(rows: int, cols: int, weights: np.ndarray, order: np.ndarray) -> csr_matrix:
+    """The grid with every wall split by a node of its own, laid out in weight order.
+
+    Wall e = (u, v) becomes node ``rank(e)`` (nodes 0..m-1, lightest first) joined to
+    u with e's weight and to v with a link lighter than every wall. Kruskal takes all
+    the links first (they form a forest), then accepts wall e exactly when it would
+    accept it in the grid, so the tree is the same. What changes is the work: the
+    weights are stored in ascending order, which scipy's stable sort of them (the
+    largest single cost of a tree) runs through in one pass.
     """
-    template = _grid_csr(rows, cols)
-    # overwrite=True: the fresh weights and index copies are scipy's to consume, which
-    # saves it a copy of the whole graph per tree
-    graph = csr_matrix(
-        (1.0 + rng.random(template.data.shape[0]), template.indices.copy(), template.indptr.copy()),
-        shape=template.shape,
-    )
-    return minimum_spanning_tree(graph, overwrite=True)
-
-
-def tree_edges(tree: csr_matrix) -> tuple[np.ndarray, np.ndarray]:
-    """The (u, v) edge arrays of a tree from :func:`random_spanning_tree`, sorted by (u, v).
-
-    The tree keeps the grid's upper-triangular, row-sorted layout, so its rows and
-    column indices are already the sorted edge list.
-    """
-    u = np.repeat(np.arange(tree.shape[0], dtype=np.int32), np.diff(tree.indptr))
-    return u, tree.indices.astype(np.int32)
+    u, _v = grid_edges(rows, cols)
+    by_high_end, indptr, links = _subdivided_layout(rows, cols)
+    m = u.shape[0]
+    rank = np.empty(m, dtype=np.int32)
+    rank[order] = np.arange(m, dtype=np.int32)
+    indices = np.concatenate([(u[order] + m).astype(np.int32), rank[by_high_end]])
+    n_all = m + rows * cols
+    # scipy consumes the arrays (overwrite=True below): the cached ones go in as copies
+    return csr_matrix((np.concatenate([weights[order], links]), indices, indptr.copy()), shape=(n_all, n_all))
 
 
 def kruskal_tree(rows: int, cols: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """The edges (u, v), u < v, of :func:`random_spanning_tree`."""
-    return tree_edges(random_spanning_tree(rows, cols, rng))
+    """A random spanning tree of the grid as its edges (u, v), u < v, sorted by (u, v).
+
+    Kruskal's algorithm over random edge weights (scipy's, in C) is the classic
+    randomised maze. The weights are drawn in ``grid_edges`` order, so the tree is
+    fixed by the generator's state; distinct weights make the minimum spanning tree
+    unique, so the faster layout of :func:`_subdivided_graph` finds the same tree as
+    Kruskal on the plain grid. With a tie (about one tree in a billion) the plain
+    grid is used, whose tie-breaking (stable, in ``grid_edges`` order) defines the tree.
+    """
+    u, v = grid_edges(rows, cols)
+    weights = 1.0 + rng.random(u.shape[0])
+    order = np.argsort(weights)
+    ordered = weights[order]
+    if np.any(ordered[1:] == ordered[:-1]):
+        return _plain_kruskal(rows, cols, weights)
+    m = u.shape[0]
+    tree = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order), overwrite=True)
+    in_tree = np.zeros(m, dtype=bool)
+    in_tree[order[np.diff(tree.indptr[: m + 1]) != 0]] = True
+    return u[in_tree], v[in_tree]
+
+
+def _plain_kruskal(rows: int, cols: int, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kruskal on the grid itself: the reference the subdivided layout reproduces."""
+    template = _grid_csr(rows, cols)
+    graph = csr_matrix((weights, template.indices.copy(), template.indptr.copy()), shape=template.shape)
+    tree = minimum_spanning_tree(graph, overwrite=True)
+    # the tree keeps the grid's upper-triangular, row-sorted layout: rows and column
+    # indices are already the sorted edge list
+    u = np.repeat(np.arange(tree.shape[0], dtype=np.int32), np.diff(tree.indptr))
+    return u, tree.indices.astype(np.int32)
 
 
 class CuttableTree:
@@ -102,15 +137,18 @@ class CuttableTree:
     instead of a new matrix.
     """
 
-    def __init__(self, u: np.ndarray, v: np.ndarray, n: int) -> None:
-        src = np.concatenate([u, v]).astype(np.int64)
-        dst = np.concatenate([v, u]).astype(np.int64)
-        # per row: higher neighbours first (ranked by themselves), then lower ones (n + cell)
-        rank = np.where(dst > src, dst, n + dst)
-        order = np.argsort(src * (2 * n) + rank)
+    def __init__(self, u: np.ndarray, v: np.ndarray, rows: int, cols: int) -> None:
+        n = rows * cols
+        # four slots per cell in visiting order: right, down (higher), up, left (lower);
+        # filled from the edge list without sorting, -1 where the tree has no edge
+        slots = np.full((n, 4), -1, dtype=np.int32)
+        across = (v - u == 1) if cols > 1 else np.zeros(u.shape[0], dtype=bool)
+        slots[u, np.where(across, 0, 1)] = v
+        slots[v, np.where(across, 3, 2)] = u
+        flat = slots.ravel()
+        indices = flat[flat >= 0]
         indptr = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(np.bincount(src, minlength=n), out=indptr[1:])
-        indices = dst[order].astype(np.int32)
+        np.cumsum(np.bincount(u, minlength=n) + np.bincount(v, minlength=n), out=indptr[1:])
         self._indptr = indptr.tolist()
         self._graph = csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(n, n))
 
@@ -124,26 +162,6 @@ class CuttableTree:
     def bfs(self, source: int) -> tuple[np.ndarray, np.ndarray]:
         """Cells reachable from ``source`` in scipy's undirected order, and their predecessors."""
         return breadth_first_order(self._graph, source, directed=True, return_predecessors=True)
-
-
-def without_edges(tree: csr_matrix, edges: list[tuple[int, int]]) -> csr_matrix:
-    """The tree with some edges (given low cell first) removed: locked doors cut it."""
-    if not edges:
-        return tree
-    cut = tree.copy()
-    for a, b in edges:
-        for row, col in ((a, b), (b, a)):
-            lo, hi = cut.indptr[row], cut.indptr[row + 1]
-            hit = np.flatnonzero(cut.indices[lo:hi] == col)
-            cut.data[lo + hit] = 0.0
-    cut.eliminate_zeros()
-    return cut
-
-
-def bfs_tree(adj: csr_matrix, source: int) -> tuple[np.ndarray, np.ndarray]:
-    """Cells reachable from ``source`` and their BFS predecessors (-9999 = none)."""
-    order, pred = breadth_first_order(adj, source, directed=False, return_predecessors=True)
-    return order, pred
 
 
 def path_from_predecessors(pred: np.ndarray, source: int, target: int) -> list[int]:
