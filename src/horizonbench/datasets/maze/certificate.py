@@ -45,6 +45,8 @@ def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World |
 def solve(world: World, *, track: bool = False, max_states: int = 2_000_000) -> Solution:
     if world.start is None or world.goal is None:
         return Solution(None, 0)
+    if not track:
+        return _shortest_plans(world, max_states)
     s0: State = (world.start, 0, 0, -1)
     dist: dict[State, int] = {s0: 0}
     count: dict[State, int] = {s0: 1}
@@ -82,6 +84,93 @@ def solve(world: World, *, track: bool = False, max_states: int = 2_000_000) -> 
         frontier = nxt
         depth = d1
     return Solution(None, 0, dist if track else {})
+
+
+Edge = tuple[int, int, int, int]  # (room reached, moves, door bit or 0, key or -1)
+
+
+def _shortest_plans(world: World, max_states: int) -> Solution:
+    """:func:`solve` without tracking, over corridors contracted to single weighted moves.
+
+    A room with two open doors, no key, that is neither start nor goal (a corridor)
+    offers nothing but walking on, and a shortest plan never turns back inside one (it
+    would repeat a state): so a run of corridors is one move of its length, and the
+    layered search becomes a search by distance buckets over the few rooms where
+    something can happen. Lengths and plan counts are those of the plain search (a
+    property test holds the two together); this runs once per generated candidate.
+    """
+    nbrs, keys = tables_of(world)
+    key_bits = [[kbit for _, kbit, _ in ks] for ks in keys]
+    goal = world.goal
+    junction = [len(nb) != 2 or bool(keys[r]) or any(e[1] for e in nb) for r, nb in enumerate(nbrs)]
+    junction[world.start] = junction[goal] = True  # type: ignore[index]
+    moves: dict[int, list[Edge]] = {}
+    s0: State = (world.start, 0, 0, -1)  # type: ignore[assignment]
+    seen: dict[State, list[int]] = {s0: [0, 1]}  # state -> [distance, number of shortest plans]
+    buckets: dict[int, list[State]] = {0: [s0]}
+    depth = -1
+    while buckets:
+        depth += 1
+        frontier = [s for s in buckets.pop(depth, ()) if seen[s][0] == depth]
+        found = [seen[s][1] for s in frontier if s[0] == goal and s[3] < 0]
+        if found:
+            return Solution(depth + 2, sum(found))
+        for s in frontier:
+            c = seen[s][1]
+            room = s[0]
+            edges = moves.get(room)
+            if edges is None:
+                edges = moves[room] = _contracted_moves(room, nbrs, junction)
+            for t, w in _next_weighted(s, edges, key_bits[room]):
+                d = depth + w
+                entry = seen.get(t)
+                if entry is None or entry[0] > d:
+                    seen[t] = [d, c]
+                    buckets.setdefault(d, []).append(t)
+                elif entry[0] == d:
+                    entry[1] += c
+        if len(seen) > max_states:
+            raise RuntimeError(f"state space exceeds {max_states} states")
+    return Solution(None, 0)
+
+
+def _contracted_moves(room: int, nbrs: list[list[tuple[int, int, int]]], junction: list[bool]) -> list[Edge]:
+    """From ``room``, each door and the room where the corridor behind it ends, with its length."""
+    out: list[Edge] = []
+    for nb, bit, key in nbrs[room]:
+        prev, cur, length = room, nb, 1
+        if not bit:
+            while not junction[cur]:
+                a, b = nbrs[cur][0][0], nbrs[cur][1][0]
+                prev, cur = cur, (b if a == prev else a)
+                length += 1
+        out.append((cur, length, bit, key))
+    return out
+
+
+def _next_weighted(s: State, edges: list[Edge], key_bits: list[int]) -> list[tuple[State, int]]:
+    """The next states of :func:`transitions` from ``s`` (moves run to the corridor's end),
+    each with the number of actions it takes."""
+    room, held, unlocked, pending = s
+    out: list[tuple[State, int]] = []
+    if pending >= 0:
+        for _to, _length, bit, key in edges:
+            if bit and not unlocked & bit and key == pending:
+                out.append(((room, held, unlocked | bit, -1), 1))
+        return out
+    usable: list[int] = []
+    for to, length, bit, key in edges:
+        if bit and not unlocked & bit:
+            if key >= 0 and held >> key & 1 and key not in usable:
+                usable.append(key)
+            continue
+        out.append(((to, held, unlocked, -1), length))
+    for kbit in key_bits:
+        if not held & kbit:
+            out.append(((room, held | kbit, unlocked, -1), 1))
+    for key in usable:
+        out.append(((room, held, unlocked, key), 1))
+    return out
 
 
 def _backward_closure(goals: list[State], preds: dict[State, list[State]]) -> set[State]:
