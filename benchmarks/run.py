@@ -3,7 +3,9 @@
 Prints a table of rates (median of 3 runs, with the min-max spread) and their ratios
 against a deliberately straightforward reference generator written below, measured in
 the same run on the same machine, and against the paper's ~40 mazes/s. It is a report,
-not a test: it always exits 0, whatever the figures.
+not a test: it always exits 0, whatever the figures. The one-process generation figures
+(and the goal) count certified instances per CPU-second of the process, so load from
+elsewhere on a shared machine does not move them; the LocalCluster figure is wall-clock.
 
     .venv/bin/python benchmarks/run.py            # full run (a few minutes on 2 cores)
     .venv/bin/python benchmarks/run.py --quick    # smoke run (well under a minute)
@@ -36,7 +38,9 @@ ROWS = COLS = 40
 NUM_KEYS = 2
 #: "about 147,000 base mazes in about an hour on a laptop"
 PAPER_RATE = 147_000 / 3600.0
-GOAL_RATE = 500.0
+#: certified instances per CPU-second of one process (issue 11); CPU time, so that load
+#: from elsewhere on a shared machine does not move the figure
+GOAL_RATE = 1_000.0
 
 
 def maze_params(noise: float) -> dict[str, Any]:
@@ -466,13 +470,14 @@ def run_rounds(reps: int, jobs: dict[str, Job]) -> dict[str, tuple[list[float], 
 
 
 def gen_in_process(noise: float, count: int, seed: int) -> tuple[float, dict[str, Any]]:
+    """Certified instances per CPU-second (``process_time``) of ``generate_shard`` in this process."""
     from horizonbench.datasets.shards import generate_shard
 
     t0, c0 = time.perf_counter(), time.process_time()
     result = generate_shard("maze", maze_params(noise), seed, 0, count)
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     certified = sum(1 for _, _, _, rejection in result if rejection is None)
-    return certified / dt, {
+    return certified / cpu, {
         "candidates": count,
         "certified": certified,
         "rejected": count - certified,
@@ -482,6 +487,8 @@ def gen_in_process(noise: float, count: int, seed: int) -> tuple[float, dict[str
 
 
 def gen_baseline(noise: float, count: int, seed: int) -> tuple[float, dict[str, Any]]:
+    """The reference generator's certified instances per CPU-second, measured as
+    :func:`gen_in_process` is, so their ratio is the speed-up."""
     from horizonbench.datasets.shards import candidate_seed
 
     t0, c0 = time.perf_counter(), time.process_time()
@@ -491,7 +498,7 @@ def gen_baseline(noise: float, count: int, seed: int) -> tuple[float, dict[str, 
         if baseline_candidate(ROWS, COLS, NUM_KEYS, noise, 1.0, s) is not None:
             certified += 1
     dt, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return certified / dt, {
+    return certified / cpu, {
         "candidates": count,
         "certified": certified,
         "rejected": count - certified,
@@ -514,8 +521,9 @@ def gen_cluster(
     t0 = time.perf_counter()
     selector = sample_family(client, "maze", spec, seed, window)
     dt = time.perf_counter() - t0
+    kept = selector.kept  # a count, or (before the staged tables) the kept rows themselves
     return selector.certified / dt, {
-        "kept": len(selector.kept),
+        "kept": kept if isinstance(kept, int) else len(kept),
         "considered": selector.considered,
         "certified": selector.certified,
         "rejected": sum(selector.rejections.values()),
@@ -677,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         Measure(
             "baseline",
             "baseline: straightforward generator, 1 process",
-            "certified/s",
+            "certified/CPU-s",
             rates,
             vs_paper=True,
             extra={"runs": det},
@@ -688,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         Measure(
             "in_process",
             "generate_shard, 1 process",
-            "certified/s",
+            "certified/CPU-s",
             rates,
             baseline="baseline",
             vs_paper=True,
@@ -709,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
         Measure(
             "in_process_noise1",
             "generate_shard, noise 1.0, 1 process",
-            "certified/s",
+            "certified/CPU-s",
             rates,
             baseline="baseline",
             vs_paper=True,
@@ -833,8 +841,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
 
-    cluster_rate = next(m for m in measures if m.key == "cluster").median
-    met = cluster_rate >= GOAL_RATE
+    goal_rate = next(m for m in measures if m.key == "in_process").median
+    met = goal_rate >= GOAL_RATE
     print()
     print(
         f"horizonbench throughput: {ROWS}x{COLS} mazes, B={NUM_KEYS}, shuffle 1.0, noise 0 unless stated; "
@@ -845,8 +853,8 @@ def main(argv: list[str] | None = None) -> int:
     print_table(measures)
     print()
     print(
-        f"goal: >= {GOAL_RATE:.0f} certified {ROWS}x{COLS} B={NUM_KEYS} instances/s on the LocalCluster: "
-        f"{'MET' if met else 'NOT MET'} ({cluster_rate:,.0f}/s)"
+        f"goal: >= {GOAL_RATE:,.0f} certified {ROWS}x{COLS} B={NUM_KEYS} instances per CPU-second, "
+        f"one process (generate_shard): {'MET' if met else 'NOT MET'} ({goal_rate:,.0f}/CPU-s)"
     )
 
     cluster_others = [d["others_cores"] for d in cluster_det if "others_cores" in d]
@@ -870,7 +878,7 @@ def main(argv: list[str] | None = None) -> int:
                 "python": platform.python_version(),
                 "platform": platform.platform(),
             },
-            "goal": {"rate": GOAL_RATE, "measured": cluster_rate, "met": met},
+            "goal": {"rate": GOAL_RATE, "unit": "certified/CPU-s", "measured": goal_rate, "met": met},
             "others_cores_during_cluster": statistics.median(cluster_others) if cluster_others else None,
             "paper_rate": PAPER_RATE,
             "measures": [
