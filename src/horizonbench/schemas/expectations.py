@@ -219,7 +219,7 @@ def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
         out["_solution_actions"] = sol.map(len).astype("int64")
         out["_first_action"] = sol.map(lambda s: s[0]["action"] if len(s) else None)
         out["_last_action"] = sol.map(lambda s: s[-1]["action"] if len(s) else None)
-        if "facts" in out:
+        if "facts" in out and "_facts_count" not in out:
             out["_facts_count"] = out["facts"].map(len).astype("int64")
         if "num_keys" in out:
             out["_min_length"] = (2 + 3 * out["num_keys"]).astype("int64")

@@ -11,13 +11,18 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from horizonbench.core.errors import ValidationFailed
 from horizonbench.schemas.expectations import Suite, derived_columns
 from horizonbench.tasks.storage import write_json, write_text
-from horizonbench.tasks.table_parts import ROW_GROUP_ROWS, part_files, read_parts
+from horizonbench.tasks.table_parts import part_files, read_parts
+
+#: rows turned into pandas at once while validating a part (nested cells are Python
+#: objects there: a 40x40 maze's solution is about 80 dicts)
+VALIDATION_BATCH_ROWS = 1_000
 
 
 def family_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
@@ -147,10 +152,17 @@ def slim_part(part: Path, table: str) -> pd.DataFrame:
     frames = []
     with pq.ParquetFile(part) as pf:
         nested = [f.name for f in pf.schema_arrow if pa.types.is_nested(f.type)]
-        for batch in pf.iter_batches(batch_size=ROW_GROUP_ROWS):
+        for batch in pf.iter_batches(batch_size=VALIDATION_BATCH_ROWS):
+            if "facts" in batch.schema.names:  # counted in Arrow: never a Python string each
+                count = pc.list_value_length(batch.column("facts"))
+                batch = batch.append_column("_facts_count", count.cast(pa.int64()))
+                batch = batch.set_column(batch.schema.get_field_index("facts"), "facts", count)
             df = derived_columns(table, family_columns(table, batch.to_pandas()))
             for col in nested:
-                df[col] = pd.array([None if v is None else len(v) for v in df[col]], dtype="Int64")
+                if col != "facts":
+                    df[col] = pd.array([None if v is None else len(v) for v in df[col]], dtype="Int64")
+                else:
+                    df[col] = df[col].astype("Int64")
             frames.append(df)
         if not frames:
             return derived_columns(table, family_columns(table, pf.read().to_pandas()))

@@ -1,0 +1,210 @@
+"""Generation at scale (``make bench``): memory against instance count, and 1 -> 2 workers.
+
+Two figures, each against a baseline measured in the same run on the same machine:
+
+- **Peak memory of the whole process tree** (the command, its Dask workers and its
+  temporary Prefect server, summed, sampled every 0.1 s) while ``horizonbench generate``
+  makes 40x40, B = 2 mazes, at three counts. The figure is the slope (MiB per 10,000
+  instances, a least-squares line through the three peaks) and the line's value at a
+  million; the ratios are against the smallest count. A flat curve is the goal: the
+  issue asks for under 1.5 GB at 1,000,000 instances.
+- **Speed-up of two workers over one**: ``sample_family`` streaming into a real
+  instance table on a LocalCluster of one worker, then of two, the same candidates,
+  cluster start-up excluded (it is in ``benchmarks/overhead.py``). The goal is 1.7x.
+
+It is a report, not a test: it always exits 0, whatever the figures.
+
+    .venv/bin/python benchmarks/scale.py            # 5k, 20k, 100k instances (several minutes)
+    .venv/bin/python benchmarks/scale.py --quick    # 1k, 3k, 6k instances
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["TQDM_DISABLE"] = "1"
+os.environ["DO_NOT_TRACK"] = "1"
+os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import psutil  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+CLI = Path(sys.executable).with_name("horizonbench")
+PARAMS = {"grid_rows": 40, "grid_cols": 40, "num_keys": 2, "num_keys_mode": "at_most"}
+MEMORY_GOAL_MIB = 1.5 * 1000**3 / 2**20  # 1.5 GB
+SPEEDUP_GOAL = 1.7
+
+
+def _log(msg: str) -> None:
+    print(f"[scale] {msg}", file=sys.stderr, flush=True)
+
+
+def _config(count: int, folder: Path) -> Path:
+    path = folder / f"gen-{count}.json"
+    cfg = {
+        "run": {"name": f"scale-{count}", "seed": 11},
+        "families": {"maze": {"params": PARAMS, "sampling": {"count": count, "max_candidates": 10 * count}}},
+        "dask": {"n_workers": 2},
+    }
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+class TreeSampler:
+    """Peak of the summed RSS of a process and all its descendants."""
+
+    def __init__(self, pid: int, every: float = 0.1) -> None:
+        self.root = psutil.Process(pid)
+        self.every = every
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            total = 0
+            try:
+                procs = [self.root, *self.root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            for p in procs:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> TreeSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def peak_memory(count: int, folder: Path) -> dict[str, Any]:
+    """``horizonbench generate`` as a user runs it, the tree's peak RSS sampled."""
+    cfg = _config(count, folder)
+    out = folder / f"run-{count}"
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [str(CLI), "generate", "--config", str(cfg), "--out", str(out), "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    with TreeSampler(proc.pid) as sampler:
+        _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        _log(f"generate {count} failed ({proc.returncode}): {err[-2000:]}")
+    parts = sorted((out / "instances" / "maze").glob("part-*.parquet"))
+    size = sum(p.stat().st_size for p in parts)
+    return {
+        "count": count,
+        "peak_mib": sampler.peak / 2**20,
+        "wall_s": wall,
+        "parts": len(parts),
+        "table_mib": size / 2**20,
+        "ok": proc.returncode == 0,
+    }
+
+
+def _line(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
+    return slope, my - slope * mx
+
+
+def speedup(count: int, folder: Path) -> dict[str, Any]:
+    """The same candidates on one worker, then two (each cluster warmed up first)."""
+    from horizonbench.core.registry import get_family
+    from horizonbench.schemas.config import DaskSpec, FamilySpec
+    from horizonbench.tasks import progress
+    from horizonbench.tasks.cluster import dask_client
+    from horizonbench.tasks.generate import sample_family
+    from horizonbench.tasks.table_parts import PartWriter, same_bytes
+
+    progress.ENABLED["value"] = False
+    schema = get_family("maze").instance_schema
+    out: dict[str, Any] = {"count": count}
+    for workers in (1, 2):
+        spec = FamilySpec.model_validate({"params": PARAMS, "sampling": {"count": count}})
+        with dask_client(DaskSpec(n_workers=workers)) as client:
+            warm = FamilySpec.model_validate({"params": PARAMS, "sampling": {"count": 4 * workers}})
+            sample_family(client, "maze", warm, 99, 3 * workers, workers=workers)
+            dest = folder / f"speedup-{workers}"
+            t0 = time.perf_counter()
+            with PartWriter(dest, schema, "instances/maze") as writer:
+                selector = sample_family(client, "maze", spec, 5, 3 * workers, writer.write, workers)
+            out[f"wall_{workers}"] = time.perf_counter() - t0
+            out[f"kept_{workers}"] = selector.kept
+    out["ratio"] = out["wall_1"] / out["wall_2"]
+    out["identical"] = same_bytes(folder / "speedup-1", folder / "speedup-2")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller counts")
+    ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    args = ap.parse_args(argv)
+    counts = [1_000, 3_000, 6_000] if args.quick else [5_000, 20_000, 100_000]
+    result: dict[str, Any] = {"memory": [], "cpus": os.cpu_count()}
+    with tempfile.TemporaryDirectory(prefix="hb-scale-") as tmp:
+        folder = Path(tmp)
+        for n in counts:
+            _log(f"generate {n:,} 40x40 mazes, sampling the process tree's memory")
+            result["memory"].append(peak_memory(n, folder))
+        _log("1 -> 2 workers")
+        result["speedup"] = speedup(1_000 if args.quick else 4_000, folder)
+    mem = result["memory"]
+    slope, icept = _line([m["count"] for m in mem], [m["peak_mib"] for m in mem])
+    at_million = icept + slope * 1_000_000
+    result["slope_mib_per_10k"] = slope * 10_000
+    result["at_million_mib"] = at_million
+    base = mem[0]
+    print()
+    print("Generation at scale: 40x40 mazes, B = 2 (horizonbench generate, 2 workers)")
+    heads = (("instances", 10), ("peak tree MiB", 15), ("x memory", 10), ("x count", 9), ("wall s", 9))
+    print("".join(f"{h:>{w}}" for h, w in heads) + f"{'parts':>7}{'table MiB':>11}")
+    for m in mem:
+        print(
+            f"{m['count']:>10,}{m['peak_mib']:>15,.0f}{m['peak_mib'] / base['peak_mib']:>10.2f}"
+            f"{m['count'] / base['count']:>9.0f}{m['wall_s']:>9.1f}{m['parts']:>7}{m['table_mib']:>11.1f}"
+            + ("" if m["ok"] else "  FAILED")
+        )
+    verdict = "met" if at_million < MEMORY_GOAL_MIB else "MISSED"
+    print(
+        f"slope {slope * 10_000:,.1f} MiB per 10k instances; the line at 1,000,000: {at_million:,.0f} MiB "
+        f"(goal < {MEMORY_GOAL_MIB:,.0f} MiB: {verdict})"
+    )
+    s = result["speedup"]
+    print()
+    print(f"sample_family on a LocalCluster, {s['count']:,} instances (start-up excluded)")
+    print(f"  1 worker  {s['wall_1']:8.2f} s")
+    print(
+        f"  2 workers {s['wall_2']:8.2f} s   speed-up {s['ratio']:.2f}x (goal {SPEEDUP_GOAL}x: "
+        f"{'met' if s['ratio'] >= SPEEDUP_GOAL else 'MISSED'}); tables identical: {s['identical']}"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
