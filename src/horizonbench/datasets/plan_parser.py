@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 from horizonbench.core.types import ParsedAnswer, Plan, Step
 
-__all__ = ["parse_plan", "parse_plan_general"]
+__all__ = ["PairReader", "normal_vocabulary", "parse_plan", "parse_plan_general"]
 
 _MAX_DEPTH = 6  # a wrapped JSON plan needs 3 levels; more is noise or an attack
 _MAX_TOKEN = 200  # longer strings or words are not actions or arguments
@@ -59,6 +59,7 @@ _ACTION_OK = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 #: a word, number or identifier, optionally after one qualifying word ("key 5", "Key #5")
 _ARG_OK = re.compile(r"(?:[A-Za-z]{1,20} )?#?\w{1,64}|[-+]?\d{1,18}(?:\.\d{1,18})?")
 _NULLS = frozenset({"none", "null"})
+T = TypeVar("T")
 
 _WRAPPER_KEYS = ("plan", "solution", "actions", "steps", "answer")
 _ARG_KEYS = ("arg", "argument", "target", "room", "key")
@@ -302,16 +303,28 @@ def _normalise_vocabulary(actions: Iterable[str] | None) -> frozenset[str] | Non
 
 
 #: one pair of the usual answer form, ``('move_to', 'B1')``: an action already in its
-#: normal form and a plain word argument, each in quotes
-_FAST_PAIR = re.compile(r"""\(\s*(['"])([a-z_][a-z0-9_]{0,63})\1\s*,\s*(['"])(\w{1,64})\3\s*\)""", re.ASCII)
-_FAST_WS = re.compile(r"\s*")
+#: normal form and a plain word argument, each in quotes (ASCII whitespace and word
+#: characters inside a pair; groups ``a`` and ``b`` are the quotes' group numbers)
+def _pair_source(a: int, b: int) -> str:
+    return rf"""(?a:\(\s*(['"])[a-z_][a-z0-9_]{{0,63}}\{a}\s*,\s*(['"])\w{{1,64}}\{b}\s*\))"""
 
 
-def _fast_plan(text: str) -> Plan | None:
-    """The plan of an answer that ends with one list of plain quoted pairs
-    (``... Solution: [('start', 'A1'), ('move_to', 'B1')]``, the form most answers take)
-    after text without brackets or braces, read in one pass; None for anything else,
-    which the general reader then reads.
+#: the whole list of such pairs, from its ``[`` to its ``]``: pairs separated by commas,
+#: a trailing comma allowed, any whitespace between them; possessive, so a near miss
+#: fails in linear time
+_FAST_LIST = re.compile(rf"\[\s*{_pair_source(1, 2)}(?:\s*,\s*{_pair_source(3, 4)})*+\s*,?\s*\]")
+#: the pairs of a list ``_FAST_LIST`` has matched (its quotes are known to pair up)
+_FAST_PAIRS = re.compile(r"""\(\s*['"]([a-z_][a-z0-9_]{0,63})['"]\s*,\s*['"](\w{1,64})['"]\s*\)""", re.ASCII)
+#: a quoted null anywhere in the list: left to the general reader
+_FAST_NULL = re.compile(r"""['"](?:none|null)['"]""", re.IGNORECASE)
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _fast_pairs(text: str) -> list[tuple[str, str]] | None:
+    """The (action, argument) pairs of an answer that ends with one list of plain quoted
+    pairs (``... Solution: [('start', 'A1'), ('move_to', 'B1')]``, the form most answers
+    take) after text without brackets or braces; None for anything else, which the
+    general reader then reads. ``text`` has its curly quotes made ASCII already.
 
     In such an answer the list is the last candidate, no other candidate can enclose
     it, and every pair is a step by the general reader's rules too (a null action or
@@ -324,27 +337,130 @@ def _fast_plan(text: str) -> Plan | None:
     if not s.endswith("]"):
         return None
     start = s.rfind("[")  # pairs of words hold no bracket: this opens the list
-    if start < 0 or any(c in s[:start] for c in "[]{}"):
+    if start < 0 or _BRACKETS.search(s, 0, start) is not None:
         return None
-    end = len(s) - 1
-    pos = _FAST_WS.match(s, start + 1).end()  # type: ignore[union-attr]
-    steps: list[Step] = []
-    while True:
-        pair = _FAST_PAIR.match(s, pos)
-        if pair is None:
+    if _FAST_LIST.fullmatch(s, start) is None or _FAST_NULL.search(s, start) is not None:
+        return None
+    body = s[start:]
+    # one pass of str.split when the list uses one kind of quote: each pair holds four
+    # quotes around its two words, and nothing between pairs is quoted
+    if '"' not in body:
+        parts = body.split("'")
+    elif "'" not in body:
+        parts = body.split('"')
+    else:
+        return _FAST_PAIRS.findall(body)
+    return list(zip(parts[1::4], parts[3::4], strict=True))
+
+
+def _fast_plan(text: str) -> Plan | None:
+    """:func:`_fast_pairs` as steps."""
+    pairs = _fast_pairs(text)
+    return None if pairs is None else tuple(Step(a, b) for a, b in pairs)
+
+
+def normal_vocabulary(actions: Iterable[str] | None) -> frozenset[str] | None:
+    """A task's action vocabulary as :func:`parse_plan` compares it."""
+    return _normalise_vocabulary(actions)
+
+
+#: the inside of one pair of the usual form, between its parentheses
+_PAIR_INSIDE = re.compile(r"""\s*(['"])([a-z_][a-z0-9_]{0,63})\1\s*,\s*(['"])(\w{1,64})\3\s*""", re.ASCII)
+_LIST_HEAD = re.compile(r"\s*\(")
+_LIST_TAIL = re.compile(r"\)\s*,?\s*")
+_SEPARATOR = "), ("
+
+
+class PairReader(Generic[T]):
+    """The fast path for readers of many answers: the usual form's plan as items made by
+    ``make(action, argument)`` from its pairs, each pair's text read once and then
+    remembered (an answer repeats the same few hundred pairs, and so do its neighbours).
+
+    An answer whose pairs are separated by ``"), ("`` (as the prompt's examples are) is
+    split there and every piece looked up; other spacing takes :func:`_fast_pairs`.
+    Either way :meth:`read` returns the plan :func:`parse_plan` would return with
+    ``task_actions=vocabulary``, or None when the fast path does not apply (then ask
+    :func:`parse_plan`).
+    """
+
+    def __init__(
+        self, make: Callable[[str, str], T], vocabulary: Iterable[str] | None = None, memo_size: int = 1 << 16
+    ) -> None:
+        self.make = make
+        self.vocabulary = _normalise_vocabulary(vocabulary)
+        self.memo_size = memo_size
+        #: the text inside a pair's parentheses -> its item, or None: not a plain pair
+        self.memo: dict[str, T | None] = {}
+        #: the pieces whose action is in the vocabulary
+        self.known: set[str] = set()
+
+    def _inside(self, inside: str) -> T | None:
+        m = _PAIR_INSIDE.fullmatch(inside)
+        item = None
+        if len(self.memo) >= self.memo_size:
+            self.memo.clear()
+            self.known.clear()
+        if m is not None:
+            action, arg = m.group(2), m.group(4)
+            if action not in _NULLS and arg.lower() not in _NULLS:
+                item = self.make(action, arg)
+                if self.vocabulary is not None and action in self.vocabulary:
+                    self.known.add(inside)
+        self.memo[inside] = item
+        return item
+
+    def _split(self, s: str, start: int) -> list[str] | None:
+        """The insides of the pairs, if the list is split by ``"), ("`` alone."""
+        pieces = s[start + 1 : -1].split(_SEPARATOR)
+        head = _LIST_HEAD.match(pieces[0])
+        cut = pieces[-1].rfind(")")
+        if head is None or cut < 0 or _LIST_TAIL.fullmatch(pieces[-1], cut) is None:
             return None
-        action, arg = pair.group(2), pair.group(4)
-        if action in _NULLS or arg.lower() in _NULLS:
+        if len(pieces) == 1:
+            if cut < head.end():
+                return None
+            pieces[0] = pieces[0][head.end() : cut]
+        else:
+            pieces[0] = pieces[0][head.end() :]
+            pieces[-1] = pieces[-1][:cut]
+        return pieces
+
+    def read(self, text: Any, max_chars: int = 200_000, max_steps: int = 5_000) -> list[T] | None:
+        """``parse_plan(text, task_actions=vocabulary)``'s plan as items, or None: ask it."""
+        if not isinstance(text, str) or len(text) > max_chars:
             return None
-        steps.append(Step(action, arg))
-        pos = _FAST_WS.match(s, pair.end()).end()  # type: ignore[union-attr]
-        if pos == end:
-            return tuple(steps)
-        if s[pos] != ",":
+        s = (text if text.isascii() else text.translate(_QUOTES)).rstrip()
+        if not s.endswith("]"):
             return None
-        pos = _FAST_WS.match(s, pos + 1).end()  # type: ignore[union-attr]
-        if pos == end:  # a trailing comma
-            return tuple(steps)
+        start = s.rfind("[")  # pairs of words hold no bracket: this opens the list
+        if start < 0 or _BRACKETS.search(s, 0, start) is not None:
+            return None
+        pieces = self._split(s, start)
+        items: list[T | None] | None = None
+        if pieces is not None:
+            memo = self.memo
+            try:
+                items = list(map(memo.__getitem__, pieces))
+            except KeyError:
+                items = [memo[p] if p in memo else self._inside(p) for p in pieces]
+            if None in items:
+                items = None
+            elif self.vocabulary is not None and self.known.isdisjoint(pieces):
+                return None
+        if items is None:
+            pairs = _fast_pairs(s)
+            if pairs is None:
+                return None
+            if self.vocabulary is not None and not any(a in self.vocabulary for a, _ in pairs):
+                return None
+            items = [self.make(a, b) for a, b in pairs]
+        if len(items) > max_steps:
+            return None
+        return items  # type: ignore[return-value]
+
+
+#: the fast path of :func:`parse_plan`
+_STEPS: PairReader[Step] = PairReader(Step)
 
 
 def parse_plan(
@@ -385,8 +501,10 @@ def _parse(
     if not text.strip():
         return ParsedAnswer(plan=None, error="no plan found (empty answer)")
     try:
-        text = text.translate(_QUOTES)
-        quick = _fast_plan(text) if fast else None
+        if not text.isascii():
+            text = text.translate(_QUOTES)
+        steps = _STEPS.read(text, max_chars, 1 << 62) if fast else None
+        quick = tuple(steps) if steps is not None else None
         if quick is not None and _choose([(0, len(text), quick)], _normalise_vocabulary(task_actions)):
             # (a list the vocabulary rules out leaves an earlier candidate to the reader)
             if len(quick) > max_steps:

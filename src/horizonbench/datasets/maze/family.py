@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -14,7 +15,7 @@ from horizonbench.datasets.maze import baselines, prompt
 from horizonbench.datasets.maze.certificate import solve, world_of_listing
 from horizonbench.datasets.maze.generator import generate_maze
 from horizonbench.datasets.maze.rules import ACTIONS, VIOLATIONS
-from horizonbench.datasets.maze.simulator import replay, score_plan
+from horizonbench.datasets.maze.simulator import Judge, replay
 from horizonbench.datasets.plan_parser import parse_plan
 from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
 
@@ -91,6 +92,13 @@ def gold_plan(row: Mapping[str, Any]) -> tuple[Step, ...]:
     return tuple(Step(str(s["action"]), str(s["arg"])) for s in row["solution"])
 
 
+@lru_cache(maxsize=16)
+def _judge(facts: tuple[str, ...], gold: tuple[Step, ...]) -> Judge:
+    """One instance's judge, shared by its attempts when they are scored one by one. An
+    instance row's gold plan is certified optimal (``generate_candidate``)."""
+    return Judge(facts, gold, gold_optimal=True)
+
+
 class MazeFamily:
     name: ClassVar[str] = "maze"
     params_model: ClassVar[type[BaseModel]] = MazeParams
@@ -164,7 +172,12 @@ class MazeFamily:
         return parse_plan(text, task_actions=ACTIONS)
 
     def score(self, row: Mapping[str, Any], parsed: ParsedAnswer) -> Score:
-        return score_plan(list(row["facts"]), gold_plan(row), parsed)
+        return _judge(tuple(row["facts"]), gold_plan(row)).score(parsed)
+
+    def answer_scorer(self, row: Mapping[str, Any]) -> Callable[[str], Score]:
+        """``lambda text: self.score(row, self.parse_answer(text))``, for the many answers
+        to one instance (the score stage): the instance is prepared once."""
+        return Judge(row["facts"], gold_plan(row), gold_optimal=True).score_text
 
     def offline_answer(self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float) -> str:
         return baselines.offline_answer(list(row["facts"]), gold_plan(row), kind, rng, eps)

@@ -7,6 +7,7 @@ gold plan is reported beside it for comparability with seqBench's Pass@1.
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
 from collections.abc import Sequence
 from functools import lru_cache
@@ -14,7 +15,8 @@ from functools import lru_cache
 from horizonbench.core.types import ParsedAnswer, Plan, Score, Step
 from horizonbench.datasets.maze.certificate import Solution, solve
 from horizonbench.datasets.maze.facts import World, world_from_facts
-from horizonbench.datasets.maze.rules import RESCUE_TARGET, State, apply, normalize_step
+from horizonbench.datasets.maze.rules import ACTIONS, RESCUE_TARGET, State, apply, normalize_step
+from horizonbench.datasets.plan_parser import PairReader, parse_plan
 
 
 def _invalid(error: str | None) -> Score:
@@ -187,4 +189,188 @@ def format_plan(plan: Sequence[Step]) -> str:
     return "[" + ", ".join(f"('{s.action}', '{s.arg}')" for s in plan) + "]"
 
 
-__all__ = ["RESCUE_TARGET", "format_plan", "precision_positional", "precision_recall", "replay", "score_plan"]
+__all__ = [
+    "RESCUE_TARGET",
+    "Judge",
+    "format_plan",
+    "precision_positional",
+    "precision_recall",
+    "replay",
+    "score_plan",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Scoring many answers to one instance
+# ---------------------------------------------------------------------------------------------
+
+Pair = tuple[str, str]
+
+
+def _normal_pair(action: str, arg: str) -> Pair:
+    s = normalize_step(Step(action, arg))
+    return (s.action, s.arg)
+
+
+#: the parser's fast path, each pair's text read and normalised once
+_READER: PairReader[Pair] = PairReader(_normal_pair, ACTIONS)
+
+
+class Judge:
+    """Scores answers to one instance, as :func:`score_plan` does, only faster: the world,
+    the gold plan's states and its multiset are prepared once, answers of the usual form
+    are read by the parser's memoised fast path into normalised pairs (no :class:`Step`
+    per action), the leading actions equal to the gold plan are not replayed, and the
+    full search for the progress ratio runs only for a plan that leaves the gold plan by
+    a legal action.
+
+    ``gold_optimal``: the gold plan is known to be of optimal length (an instance row,
+    certified when generated). Only then do its states count as on an optimal plan
+    without the search; otherwise, and when the gold plan is not legal, every answer
+    goes through :func:`score_plan`. tests/test_maze_scoring_fast.py checks that both
+    paths give equal scores.
+    """
+
+    def __init__(self, facts: Sequence[str], gold: Sequence[Step], *, gold_optimal: bool) -> None:
+        self.facts = tuple(facts)
+        self.gold_steps = tuple(gold)
+        self.gold = tuple(_normal_pair(s.action, s.arg) for s in gold)
+        self.world = _world(self.facts)
+        #: False: every answer goes through score_plan
+        self.trusted = gold_optimal
+        #: the state after each gold action, as far as an answer has followed it
+        self.states: list[State] = []
+        counts = Counter(self.gold)
+        #: gold actions that occur once, and those repeated (a walk back past a key)
+        self.gold_once = frozenset(s for s, c in counts.items() if c == 1)
+        self.gold_repeated = [(s, c) for s, c in counts.items() if c > 1]
+        self._sol: Solution | None = None
+
+    def _gold_states(self, k: int) -> list[State] | None:
+        """The states after the first ``k`` gold actions by score_plan's first pass, or
+        None (and the judge no longer trusted) when the gold plan fails it there."""
+        world, gold, after = self.world, self.gold, self.states
+        for i in range(len(after), k):
+            action, arg = gold[i]
+            if i == 0:
+                if world.start is None or action != "start" or arg != world.rooms[world.start]:
+                    self.trusted = False
+                    return None
+                after.append((world.start, 0, 0, -1))
+                continue
+            state, bad = (after[-1], "after_rescue") if i > 1 and gold[i - 1][0] == "rescue" else (None, None)
+            if bad is None:
+                state, bad = apply(world, after[-1], Step(action, arg))
+            if bad is not None:
+                self.trusted = False
+                return None
+            after.append(state)
+        return after
+
+    def score_text(self, text: str) -> Score:
+        """Parse and score one answer: ``score_plan(facts, gold, parse_plan(text, ...))``."""
+        pairs = _READER.read(text)
+        if pairs is None:
+            return self.score(parse_plan(text, task_actions=ACTIONS))
+        return self.score_pairs(pairs)
+
+    def score(self, parsed: ParsedAnswer) -> Score:
+        if parsed.plan is None:
+            return _invalid(parsed.error)
+        return self.score_pairs([_normal_pair(s.action, s.arg) for s in parsed.plan])
+
+    def score_pairs(self, plan: Sequence[Pair]) -> Score:
+        """Score a plan of normalised (action, argument) pairs."""
+        gold, world = self.gold, self.world
+        n, size = len(gold), len(plan)
+        k0 = 0  # leading actions equal to the gold plan's
+        for k0 in range(min(size, n) + 1):  # noqa: B007
+            if k0 == size or k0 == n or plan[k0] != gold[k0]:
+                break
+        states = self._gold_states(k0) if self.trusted else None
+        if states is None:
+            return score_plan(self.facts, self.gold_steps, ParsedAnswer(tuple(Step(a, b) for a, b in plan)))
+        exact = k0 == size == n
+        if not size or not n:
+            precision = recall = 0.0
+        else:
+            # the multiset overlap: each gold action met once counts once, a repeated
+            # one as often as both plans have it
+            matched = len(self.gold_once.intersection(plan))
+            if self.gold_repeated:
+                pc = Counter(plan)
+                for s, c in self.gold_repeated:
+                    matched += min(c, pc[s])
+            precision, recall = matched / size, matched / n
+        if size:
+            hits = k0 + sum(map(operator.eq, plan[k0 + 1 : n], gold[k0 + 1 :]))
+            positional = hits / size
+        else:
+            positional = 0.0
+
+        # pass 1, from where the plan leaves the gold plan (its states are known)
+        violation: str | None = None
+        first_bad: int | None = None
+        after = states[:k0]
+        rescued = k0 > 1 and gold[k0 - 1][0] == "rescue"
+        for i in range(k0, size):
+            action, arg = plan[i]
+            if i == 0:
+                start_name = world.rooms[world.start] if world.start is not None else None
+                if action != "start" or arg != start_name:
+                    violation, first_bad = "bad_start", 0
+                    break
+                after.append((world.start, 0, 0, -1))  # type: ignore[arg-type]
+                continue
+            if rescued:
+                violation, first_bad = "after_rescue", i
+                break
+            new_state, bad = apply(world, after[-1], Step(action, arg))
+            if bad is not None:
+                violation, first_bad = bad, i
+                break
+            rescued = action == "rescue"
+            after.append(new_state)
+        if violation is None and not rescued:
+            violation, first_bad = "no_rescue", size
+        valid = violation is None
+        success = valid and size == n
+
+        # pass 2: the gold plan's states lie on an optimal plan at their depth; only a
+        # plan that goes on legally past them needs the search
+        if success:
+            progress = n
+        elif len(after) <= k0:
+            progress = len(after)
+        else:
+            progress = _progress_pairs(plan, after, self._search())
+        if valid and not success:
+            violation, first_bad = "suboptimal", progress
+        return Score(
+            success=success,
+            valid=valid,
+            exact_match=exact,
+            progress_ratio=min(progress, n) / n if n else 0.0,
+            precision=precision,
+            recall=recall,
+            plan_length=size,
+            violation=violation,
+            first_violation_step=first_bad,
+            extra={"parse_error": None, "precision_multiset": precision, "precision_positional": positional},
+        )
+
+    def _search(self) -> Solution:
+        if self._sol is None:
+            self._sol = _search(self.facts)
+        return self._sol
+
+
+def _progress_pairs(plan: Sequence[Pair], after: list[State], sol: Solution) -> int:
+    """:func:`_progress` over pairs."""
+    progress = 0
+    for i, state in enumerate(after):
+        depth = i - 1 if plan[i][0] == "rescue" else i
+        if state not in sol.on_optimal or sol.dist.get(state) != depth:
+            break
+        progress += 1
+    return progress
