@@ -10,6 +10,7 @@ but some attempts have no answer or some world episodes of model agents are unfi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -188,6 +189,9 @@ def _check_api_keys(cfg: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from horizonbench.cli.prefect_server import mark
+
+    mark("cli start")
     args = _parser().parse_args(argv)
     if args.command == "families":
         from horizonbench.core.registry import family_names
@@ -230,12 +234,37 @@ def main(argv: list[str] | None = None) -> int:
     _prefect_defaults()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return _execute(args, cfg, out)
+        code = _execute(args, cfg, out)
     except KeyboardInterrupt as err:
         detail = str(err) or "no attempts were running"
-        return _fail(f"interrupted: {detail}", 130)
+        code = _fail(f"interrupted: {detail}", 130)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if argv is None:  # the installed command, not a caller in the same process
+        _exit_now(code)
+    return code
+
+
+def _exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown: after a pipeline, clearing
+    thousands of modules and collecting what they hold takes 1-2 s. The atexit handlers
+    (logging, multiprocessing, Prefect) still run, and the standard streams are flushed;
+    the server and the cluster were stopped already. Not with
+    HORIZONBENCH_SEQUENTIAL_STARTUP=1 (the baseline of benchmarks/overhead.py)."""
+    import atexit
+
+    from horizonbench.cli.prefect_server import mark, sequential
+
+    if sequential():
+        return
+    atexit._run_exitfuncs()
+    mark("exit")
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -349,50 +378,93 @@ def _terminate(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt("terminated (SIGTERM)")
 
 
+def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) -> None:
+    """The command's own start-up work, done while the temporary Prefect server starts
+    (a subprocess, on the other core): import the pipeline, start the LocalCluster the
+    generation and world stages share, import Great Expectations (every command that
+    generates or simulates validates tables; the other commands never import it)."""
+    import horizonbench.flows.pipeline  # noqa: F401 - prefect, pandas, the stages
+    from horizonbench.cli.prefect_server import mark
+
+    dry = getattr(args, "dry_run", False)
+    # the world study (run or demo, not a dry run) simulates on Dask and validates too
+    worlds = cfg.worlds is not None and args.command != "generate" and not dry
+    if cfg.families or worlds:
+        import distributed  # noqa: F401 - before another thread imports anything
+
+        from horizonbench.tasks.cluster import shared_cluster
+
+        mark("imports done")
+        stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families)))
+        mark("cluster ready")
+        import great_expectations  # noqa: F401 - 2 s; its first use is the first validation
+
+        mark("gx imported")
+    else:
+        mark("imports done")
+
+
 def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
-    from prefect.exceptions import FailedRun
-
-    from horizonbench.cli.prefect_server import prefect_api
+    from horizonbench.cli.prefect_server import mark, prefect_api
     from horizonbench.core.errors import ConfigError, HorizonbenchError
-    from horizonbench.flows.pipeline import generate_flow, pipeline
 
+    mark("cli ready")
     try:
-        with prefect_api():
-            if args.command == "generate":
-                result = generate_flow(cfg, str(out))
-                print(f"instances: {Path(result) / 'instances'}")
-                return 0
-            if getattr(args, "dry_run", False):
-                from horizonbench.tasks.estimate import estimate_rows, format_estimate
-
-                generate_flow(cfg, str(out))
-                if cfg.families:
-                    print(format_estimate(estimate_rows(cfg, out)))
-                if cfg.worlds is not None:
-                    from horizonbench.tasks.world_models import world_estimate_rows
-
-                    worlds = len(cfg.worlds.study().episodes(cfg.run.seed))
-                    offline = sum(1 for a in cfg.worlds.agents if a.kind != "model")
-                    if offline:
-                        print(
-                            f"world study: {worlds * offline} offline episodes "
-                            f"({offline} offline agents x {worlds} worlds), no calls"
-                        )
-                    rows = world_estimate_rows(cfg)
-                    if rows:
-                        from horizonbench.harness.estimate import format_world_estimate
-
-                        print(format_world_estimate(rows))
-                return 0
-            result = pipeline(cfg, str(out))
+        with contextlib.ExitStack() as stack, prefect_api(warm_up=lambda: _warm_up(args, cfg, stack)):
+            mark("flow start")
+            try:
+                return _flows(args, cfg, out)
+            finally:
+                mark("flow end")
     except ConfigError as err:  # e.g. an API key missing from the environment
         return _fail(str(err), 2)
     except HorizonbenchError as err:
         return _fail(str(err), 1)
-    except FailedRun:  # the run finished, but attempts have no answer or episodes are unfinished
+    except Exception as err:
+        from prefect.exceptions import FailedRun
+
+        if not isinstance(err, FailedRun):
+            raise
+        # the run finished, but attempts have no answer or episodes are unfinished
         report = out / "report" / "index.html"
         print(f"report: {report.resolve()}" if report.exists() else f"run: {out}")
         return _missing_attempts(out) or _fail("the run failed (see the Prefect log above)", 1)
+    finally:
+        mark("cli done")
+
+
+def _flows(args: argparse.Namespace, cfg: Any, out: Path) -> int:
+    from horizonbench.cli.prefect_server import mark
+    from horizonbench.flows.pipeline import generate_flow, pipeline
+
+    mark("pipeline imported")
+    if args.command == "generate":
+        result = generate_flow(cfg, str(out))
+        print(f"instances: {Path(result) / 'instances'}")
+        return 0
+    if getattr(args, "dry_run", False):
+        from horizonbench.tasks.estimate import estimate_rows, format_estimate
+
+        generate_flow(cfg, str(out))
+        if cfg.families:
+            print(format_estimate(estimate_rows(cfg, out)))
+        if cfg.worlds is not None:
+            from horizonbench.tasks.world_models import world_estimate_rows
+
+            worlds = len(cfg.worlds.study().episodes(cfg.run.seed))
+            offline = sum(1 for a in cfg.worlds.agents if a.kind != "model")
+            if offline:
+                print(
+                    f"world study: {worlds * offline} offline episodes "
+                    f"({offline} offline agents x {worlds} worlds), no calls"
+                )
+            rows = world_estimate_rows(cfg)
+            if rows:
+                from horizonbench.harness.estimate import format_world_estimate
+
+                print(format_world_estimate(rows))
+        return 0
+    result = pipeline(cfg, str(out))
     print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
     return _missing_attempts(out)
 

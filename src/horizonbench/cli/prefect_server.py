@@ -4,20 +4,59 @@ Prefect would start one itself, but as a child in our process group: Ctrl-C in a
 terminal reaches it first, the server dies while the flow still reports its state, and
 the client retries for minutes. Started here in a session of its own, it outlives the
 signal, the flow records what happened, and this module stops it on the way out (on
-SIGTERM too, which the CLI turns into an interrupt). Dask workers inherit the URL from
-the environment, so they never start servers of their own.
+SIGTERM too, which the CLI turns into an interrupt; on SIGKILL the kernel sends it
+SIGTERM, see ``_die_with_parent``). Dask workers inherit the URL from the environment,
+so they never start servers of their own.
+
+The server is Prefect's own app under uvicorn, launched with the command Prefect's
+``SubprocessASGIServer`` uses, but without importing ``prefect.server`` here (2.7 s of
+imports the client never needs) and without waiting for it: the command spawns it
+first and does its own start-up work (imports, the Dask cluster, Great Expectations)
+on the other core while the server imports and migrates its database, then waits for
+``/api/health``. ``HORIZONBENCH_SEQUENTIAL_STARTUP=1`` turns that off (no warm-up, the
+flow-run heartbeat kept): the baseline ``benchmarks/overhead.py`` compares against.
+
+``HORIZONBENCH_TIMINGS=FILE`` appends one JSON line per start-up/shut-down step
+(``{"event": ..., "t": unix time}``) to FILE, for ``benchmarks/overhead.py``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import http.client
+import importlib.util
+import json
+import logging
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager
+from pathlib import Path
 from typing import Any
+
+SEQUENTIAL_ENV = "HORIZONBENCH_SEQUENTIAL_STARTUP"
+TIMINGS_ENV = "HORIZONBENCH_TIMINGS"
+#: how long a stopping server may take to exit after SIGTERM before it is killed
+STOP_TIMEOUT_S = 5.0
+#: how long the queued logs and events may take to reach the server on the way out
+DRAIN_TIMEOUT_S = 5.0
+
+
+def mark(event: str) -> None:
+    """Record a start-up/shut-down step when HORIZONBENCH_TIMINGS names a file."""
+    path = os.environ.get(TIMINGS_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"event": event, "t": time.time(), "pid": os.getpid()}) + "\n")
+
+
+def sequential() -> bool:
+    return os.environ.get(SEQUENTIAL_ENV, "").strip() not in ("", "0", "false", "no")
 
 
 def _die_with_parent() -> None:
@@ -30,47 +69,180 @@ def _die_with_parent() -> None:
             pass
 
 
-def _server_class() -> Any:
-    from prefect.server.api.server import SubprocessASGIServer
+def _logger() -> logging.Logger:
+    return logging.getLogger("prefect")  # the logger Prefect's own server messages use
 
-    class DetachedServer(SubprocessASGIServer):
-        """Prefect's subprocess server, in its own session (no terminal signals)."""
 
-        def _run_uvicorn_command(self) -> subprocess.Popen[Any]:
-            real_popen = subprocess.Popen
+class TemporaryServer:
+    """Prefect's API server in a subprocess of its own session, on a free local port."""
 
-            def popen(*args: Any, **kwargs: Any) -> subprocess.Popen[Any]:
-                kwargs.setdefault("start_new_session", True)
-                kwargs.setdefault("preexec_fn", _die_with_parent)
-                return real_popen(*args, **kwargs)
+    port_range = range(8000, 9000)
 
-            subprocess.Popen = popen  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self.ready = False
+
+    @property
+    def address(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.address}/api"
+
+    @staticmethod
+    def _port_free(port: int) -> bool:
+        with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
             try:
-                return super()._run_uvicorn_command()
-            finally:
-                subprocess.Popen = real_popen  # type: ignore[misc]
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
 
-    return DetachedServer
+    def _free_port(self) -> int:
+        for _ in range(20):
+            port = random.choice(self.port_range)
+            if self._port_free(port):
+                return port
+        raise RuntimeError("no free port for the temporary Prefect server")
+
+    def spawn(self) -> None:
+        """Launch the server (returns at once; ``wait_ready`` waits for it)."""
+        self.port = self._free_port()
+        spec = importlib.util.find_spec("prefect")
+        assert spec is not None and spec.origin is not None, "prefect is not installed"
+        app_dir = Path(spec.origin).parent.parent
+        env = {
+            **os.environ,
+            "PREFECT_UI_ENABLED": "0",
+            "PREFECT__SERVER_EPHEMERAL": "1",
+            "PREFECT__SERVER_FINAL": "1",
+        }
+        env.pop("PREFECT_API_URL", None)
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--app-dir",
+                str(app_dir),
+                "--factory",
+                "prefect.server.api.server:create_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "error",
+                "--lifespan",
+                "on",
+            ],
+            env=env,
+            start_new_session=True,  # no terminal signals
+            preexec_fn=_die_with_parent,
+        )
+        mark("server spawned")
+
+    def _healthy(self) -> bool:
+        with closing(http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)) as conn:
+            try:
+                conn.request("GET", "/api/health")
+                return conn.getresponse().status == 200
+            except OSError:
+                return False
+
+    def wait_ready(self, timeout: float) -> None:
+        """Wait for ``/api/health``; respawn on another port if this one was taken."""
+        assert self.process is not None
+        import prefect  # noqa: F401 - sets up Prefect's logging (already imported by a warm-up)
+
+        _logger().info(
+            "Starting temporary server on %s\nSee https://www.prefect.io/docs/v3/concepts/server"
+            "#how-to-guides for more information on running a dedicated Prefect server.",
+            self.address,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self.process.poll()
+            if code == 3:  # uvicorn: the address is in use (another process took the port)
+                self.spawn()
+                os.environ["PREFECT_API_URL"] = self.api_url
+                continue
+            if code is not None:
+                raise RuntimeError(f"the temporary Prefect server exited with code {code} while starting")
+            if self._healthy():
+                self.ready = True
+                mark("server ready")
+                return
+            time.sleep(0.05)
+        raise RuntimeError(
+            f"timed out after {timeout:.0f} s waiting for the temporary Prefect server on {self.address} "
+            "(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS)"
+        )
+
+    def stop(self) -> None:
+        """SIGTERM, a bounded wait, then SIGKILL; the process is always reaped."""
+        if self.process is None:
+            return
+        if self.ready:
+            _logger().info("Stopping temporary server on %s", self.address)
+        try:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        finally:
+            self.process = None
+            self.ready = False
+            mark("server stopped")
+
+
+def _startup_timeout() -> float:
+    from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
+
+    return float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
 
 
 @contextmanager
-def prefect_api() -> Iterator[str | None]:
-    """Yield the API URL in use; start (and finally stop) a detached server if none is set."""
+def prefect_api(warm_up: Callable[[], Any] | None = None) -> Iterator[str | None]:
+    """Yield the API URL in use; start (and finally stop) a detached server if none is set.
+
+    ``warm_up`` runs while the server starts (not at all with
+    HORIZONBENCH_SEQUENTIAL_STARTUP=1: each stage then imports and starts what it needs
+    when it runs); the server is stopped whatever it raises.
+    """
     if os.environ.get("PREFECT_API_URL"):
+        if warm_up is not None:
+            warm_up()
         yield os.environ["PREFECT_API_URL"]
         return
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-
-    server = _server_class()()
+    server = TemporaryServer()
     try:
-        server.start()
+        server.spawn()
+        # in the environment at once: Dask workers spawned by the warm-up inherit it
         os.environ["PREFECT_API_URL"] = server.api_url
-        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        if warm_up is not None and not sequential():
+            warm_up()
+        server.wait_ready(_startup_timeout())
+        import prefect.settings as ps
+
+        updates: dict[Any, Any] = {ps.PREFECT_API_URL: server.api_url}
+        if not sequential():
+            # flow-run heartbeats tell a lasting server that a run crashed; this server
+            # ends with the command, and stopping the heartbeat thread costs up to 1 s
+            updates[ps.PREFECT_FLOWS_HEARTBEAT_FREQUENCY] = None
+        with ps.temporary_settings(updates=updates):
             yield server.api_url
     finally:
-        _drain_prefect_workers()
-        os.environ.pop("PREFECT_API_URL", None)
-        server.stop()
+        try:
+            if server.ready:
+                _drain_prefect_workers()
+        finally:
+            os.environ.pop("PREFECT_API_URL", None)
+            server.stop()
 
 
 def _drain_prefect_workers() -> None:
@@ -81,6 +253,7 @@ def _drain_prefect_workers() -> None:
 
     for worker in (APILogWorker, EventsWorker):
         try:
-            worker.drain_all(timeout=5)
+            worker.drain_all(timeout=DRAIN_TIMEOUT_S)
         except Exception:  # noqa: BLE001 - best effort on the way out
             pass
+    mark("drained")

@@ -1,0 +1,259 @@
+"""The fixed cost of a small run (``make bench``): a 10-instance offline run, as a user runs it.
+
+Each run is a fresh subprocess ``horizonbench run --config ten.yaml --out DIR`` without
+PREFECT_API_URL (so the command starts its own temporary Prefect server), with a warm
+PREFECT_HOME (one prepared by an untimed run first) and with a fresh one (a new empty
+folder per run). The same command with HORIZONBENCH_SEQUENTIAL_STARTUP=1 is the
+baseline: no warm-up while the server starts (each stage imports and starts what it
+needs when it runs) and the flow-run heartbeat kept. Scenarios run round-robin so a
+burst of outside load hits all of them. It prints a table of medians (and min-max),
+with each optimised figure's ratio to the baseline's; it is a report, not a test: it
+always exits 0, whatever the figures.
+
+    .venv/bin/python benchmarks/overhead.py              # 3 runs per scenario (a few minutes)
+    .venv/bin/python benchmarks/overhead.py --repeat 5 --json overhead.json
+    .venv/bin/python benchmarks/overhead.py --quick      # 1 run per scenario, warm home only
+
+Where the figures come from: the command writes a JSON line per start-up and shut-down
+step when HORIZONBENCH_TIMINGS names a file (``horizonbench.cli.prefect_server.mark``);
+the stages' times are the task runs' start and end times in the Prefect database of the
+run's PREFECT_HOME.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+EXE = Path(sys.executable).with_name("horizonbench")
+CONFIG = """\
+run: {name: overhead, seed: 5}
+families:
+  maze:
+    params: {grid_rows: 5, grid_cols: 5, num_keys: 1}
+    sampling: {count: 10, shard_size: 10}
+    prompt: {shots: 0}
+evaluation:
+  samples: 1
+  models:
+    - {name: oracle, provider: offline, kind: oracle}
+    - {name: noisy, provider: offline, kind: noisy, eps: 0.1}
+dask: {n_workers: 1}
+analysis: {bootstrap: 0}
+"""
+STAGES = ("generate", "validate", "evaluate", "score", "analyse", "report")
+GOAL_S = 8.0
+
+
+def log(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def _env(home: Path, timings: Path, baseline: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(home),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        TQDM_DISABLE="1",
+        HORIZONBENCH_TIMINGS=str(timings),
+    )
+    env.pop("HORIZONBENCH_SEQUENTIAL_STARTUP", None)
+    if baseline:
+        env["HORIZONBENCH_SEQUENTIAL_STARTUP"] = "1"
+    return env
+
+
+def _utc(text: str | None) -> float | None:
+    if not text:
+        return None
+    value = dt.datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.timestamp()
+
+
+def _task_times(home: Path, flow_run_id: str | None) -> dict[str, float]:
+    """Seconds per stage (both validations summed) from the Prefect database."""
+    db = home / "prefect.db"
+    if not db.exists():
+        return {}
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        if flow_run_id is None:
+            row = con.execute("select id from flow_run order by start_time desc limit 1").fetchone()
+            flow_run_id = row[0] if row else None
+        rows = con.execute(
+            "select name, start_time, end_time from task_run where flow_run_id = ?", (flow_run_id,)
+        ).fetchall()
+        flow = con.execute(
+            "select start_time, end_time from flow_run where id = ?", (flow_run_id,)
+        ).fetchone()
+    out: dict[str, float] = {}
+    for name, start, end in rows:
+        a, b = _utc(start), _utc(end)
+        if a is not None and b is not None:
+            stage = name.rsplit("-", 1)[0]
+            out[stage] = out.get(stage, 0.0) + (b - a)
+    if flow:
+        a, b = _utc(flow[0]), _utc(flow[1])
+        if a is not None and b is not None:
+            out["flow run"] = b - a
+    return out
+
+
+def one_run(home: Path, work: Path, baseline: bool, index: int) -> dict[str, Any]:
+    cfg = work / "ten.yaml"
+    out = work / f"run-{index}"
+    timings = work / f"timings-{index}.jsonl"
+    timings.unlink(missing_ok=True)
+    t0 = time.time()
+    proc = subprocess.run(
+        [str(EXE), "run", "--config", str(cfg), "--out", str(out), "--no-progress"],
+        env=_env(home, timings, baseline),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    t_end = time.time()
+    shutil.rmtree(out, ignore_errors=True)
+    marks: dict[str, float] = {}
+    if timings.exists():
+        for line in timings.read_text().splitlines():
+            d = json.loads(line)
+            marks.setdefault(d["event"], d["t"] - t0)
+    found = re.search(r"/runs/flow-run/([0-9a-f-]{36})", proc.stdout + proc.stderr)
+    tasks = _task_times(home, found.group(1) if found else None)
+    return {
+        "rc": proc.returncode,
+        "total": t_end - t0,
+        "marks": marks,
+        "tasks": tasks,
+        "stderr": proc.stderr[-2000:],
+    }
+
+
+def rows_of(run: dict[str, Any], baseline: bool) -> dict[str, float | None]:
+    """One run's breakdown (seconds); None where a row does not apply."""
+    m, t = run["marks"], run["tasks"]
+
+    def span(a: str, b: str) -> float | None:
+        return m[b] - m[a] if a in m and b in m else None
+
+    r: dict[str, float | None] = {"total wall time": run["total"]}
+    r["python + CLI start (to config checked)"] = m.get("cli ready")
+    if baseline:
+        r["imports (pipeline, prefect, pandas)"] = span("flow start", "pipeline imported")
+        r["cluster start"] = None  # inside generate
+        r["Great Expectations import"] = None  # inside the first validate
+    else:
+        r["imports (pipeline, prefect, pandas)"] = span("server spawned", "imports done")
+        r["cluster start"] = span("imports done", "cluster ready")
+        r["Great Expectations import"] = span("cluster ready", "gx imported")
+    r["Prefect server start (spawn to healthy)"] = span("server spawned", "server ready")
+    r["start-up critical path (to flow start)"] = m.get("flow start")
+    for stage in STAGES:
+        r[stage] = t.get(stage)
+    staged = sum(t.get(s, 0.0) for s in STAGES)
+    flow = span("flow start", "flow end")
+    r["flow, outside the tasks"] = None if flow is None else flow - staged
+    r["server stop (drain + SIGTERM + exit)"] = span("flow end", "server stopped")
+    r["interpreter exit"] = None if "cli done" not in m else run["total"] - m["cli done"]
+    return r
+
+
+def _fmt(values: list[float]) -> tuple[str, str, float | None]:
+    if not values:
+        return "-", "-", None
+    med = statistics.median(values)
+    return f"{med:6.2f}", f"{min(values):.2f}-{max(values):.2f}", med
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs per scenario (default 3)")
+    ap.add_argument("--quick", action="store_true", help="one run per scenario, warm home only")
+    ap.add_argument("--json", metavar="PATH", help="also write every run's figures as JSON")
+    args = ap.parse_args()
+    repeat = 1 if args.quick else max(1, args.repeat)
+    homes = ("warm",) if args.quick else ("warm", "fresh")
+    work = Path(tempfile.mkdtemp(prefix="hb-overhead-"))
+    (work / "ten.yaml").write_text(CONFIG)
+    warm_home = work / "prefect-home-warm"
+    log("preparing the warm PREFECT_HOME (one untimed run)")
+    prep = one_run(warm_home, work, False, -1)
+    if prep["rc"] != 0:
+        log(f"the preparing run failed (exit {prep['rc']}): {prep['stderr']}")
+    scenarios = [(h, b) for h in homes for b in (True, False)]
+    results: dict[tuple[str, bool], list[dict[str, Any]]] = {s: [] for s in scenarios}
+    n = 0
+    for rep in range(repeat):
+        for home_kind, baseline in scenarios:
+            home = warm_home if home_kind == "warm" else work / f"prefect-home-fresh-{n}"
+            run = one_run(home, work, baseline, n)
+            n += 1
+            if home_kind == "fresh":
+                shutil.rmtree(home, ignore_errors=True)
+            label = "baseline" if baseline else "optimised"
+            log(f"run {rep + 1}/{repeat} {home_kind:5s} {label:9s}: {run['total']:.2f} s (exit {run['rc']})")
+            if run["rc"] != 0:
+                log(run["stderr"])
+            results[(home_kind, baseline)].append(run)
+    shutil.rmtree(work, ignore_errors=True)
+
+    print(
+        "\n10-instance offline run (`horizonbench run`, fresh subprocess), "
+        f"median of {repeat} (min-max), seconds"
+    )
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print("baseline: the same command with HORIZONBENCH_SEQUENTIAL_STARTUP=1 (no overlap, heartbeat kept)")
+    for home_kind in homes:
+        base = [rows_of(r, True) for r in results[(home_kind, True)] if r["rc"] == 0]
+        opt = [rows_of(r, False) for r in results[(home_kind, False)] if r["rc"] == 0]
+        names = list(rows_of({"total": 0.0, "marks": {}, "tasks": {}}, False))
+        print(f"\nPREFECT_HOME {home_kind}")
+        head = ("row", "baseline", "min-max", "optimised", "min-max", "x base")
+        print("{:42s} {:>8s} {:>11s} {:>9s} {:>11s} {:>7s}".format(*head))
+        for name in names:
+            b_med_s, b_rng, b_med = _fmt([r[name] for r in base if r.get(name) is not None])
+            o_med_s, o_rng, o_med = _fmt([r[name] for r in opt if r.get(name) is not None])
+            ratio = f"{o_med / b_med:6.2f}" if o_med is not None and b_med else "     -"
+            print(f"{name:42s} {b_med_s:>8s} {b_rng:>11s} {o_med_s:>9s} {o_rng:>11s} {ratio:>7s}")
+        totals = [r["total wall time"] for r in opt]
+        if totals:
+            med = statistics.median(totals)
+            verdict = "met" if med < GOAL_S else "not met"
+            print(f"goal: optimised total under {GOAL_S:.0f} s: median {med:.2f} s, {verdict}")
+    print(
+        "\nStart-up rows of the optimised run overlap (they run while the server starts);"
+        " the critical path row is what they cost together."
+    )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {f"{h}/{'baseline' if b else 'optimised'}": v for (h, b), v in results.items()},
+                indent=2,
+                default=str,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception as err:  # noqa: BLE001 - a report: always exit 0
+        print(f"[bench] overhead benchmark failed: {err!r}", file=sys.stderr)
+    raise SystemExit(0)
