@@ -36,9 +36,12 @@ def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World |
     one for one (then the search would certify a maze the model is not shown)."""
     if len(items) != len(facts):
         return None
-    for (kind, slots), fact in zip(items, facts, strict=True):
-        if render_fact(kind, slots) != fact:
-            return None
+    try:
+        for (kind, slots), fact in zip(items, facts, strict=True):
+            if render_fact(kind, slots) != fact:
+                return None
+    except (TypeError, ValueError):  # an unknown kind, or slots that do not fit its sentence
+        return None
     return world_from_items(items)
 
 

@@ -91,21 +91,24 @@ def _classify(fact: str) -> tuple[str, tuple[str, ...]]:
     raise ValueError(f"not a maze fact: {fact!r}")
 
 
+#: the templates with positional slots in ``FactItem`` order, for :func:`render_fact`
+#: (``%`` on a tuple of strings: about half the cost of ``str.format`` with names)
+FACT_TEMPLATES = {
+    "open": OPEN.replace("{a}", "%s").replace("{b}", "%s"),
+    "locked": LOCKED.replace("{a}", "%s").replace("{b}", "%s"),
+    "requires": REQUIRES.replace("{a}", "%s").replace("{b}", "%s").replace("{k}", "%s"),
+    "key": KEY_AT.replace("{k}", "%s").replace("{r}", "%s"),
+    "bob": BOB_AT.replace("{r}", "%s"),
+    "alice": ALICE_AT.replace("{r}", "%s"),
+}
+
+
 def render_fact(kind: str, slots: tuple[str, ...]) -> str:
     """The sentence of one fact item (the inverse of reading it)."""
-    if kind == "open":
-        return OPEN.format(a=slots[0], b=slots[1])
-    if kind == "locked":
-        return LOCKED.format(a=slots[0], b=slots[1])
-    if kind == "requires":
-        return REQUIRES.format(a=slots[0], b=slots[1], k=slots[2])
-    if kind == "key":
-        return KEY_AT.format(k=slots[0], r=slots[1])
-    if kind == "bob":
-        return BOB_AT.format(r=slots[0])
-    if kind == "alice":
-        return ALICE_AT.format(r=slots[0])
-    raise ValueError(f"not a maze fact kind: {kind!r}")
+    template = FACT_TEMPLATES.get(kind)
+    if template is None:
+        raise ValueError(f"not a maze fact kind: {kind!r}")
+    return template % slots
 
 
 def world_from_facts(facts: list[str]) -> World:

@@ -21,6 +21,7 @@ lower one), stream 2 shuffles the listing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -94,55 +95,68 @@ def _rewind(
     return x, goal, segments
 
 
+@lru_cache(maxsize=64)
+def _room_steps(rows: int, cols: int) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
+    """Per cell, its ``move_to`` and ``unlock_and_open_door_to`` steps: a plan is mostly
+    moves, and a :class:`Step` (frozen) is immutable, so plans share them."""
+    names = room_names(rows, cols)
+    return tuple(Step("move_to", r) for r in names), tuple(Step("unlock_and_open_door_to", r) for r in names)
+
+
+_KEY_STEPS: dict[int, tuple[Step, Step]] = {}
+
+
+def _key_steps(k: int) -> tuple[Step, Step]:
+    steps = _KEY_STEPS.get(k)
+    if steps is None:
+        steps = _KEY_STEPS[k] = (Step("pick_up_key", str(k)), Step("use_key", str(k)))
+    return steps
+
+
 def _gold_plan(
-    names: tuple[str, ...],
+    rows: int,
+    cols: int,
     start: int,
     segments: list[tuple[int, Edge, list[int]]],
     key_of_door: dict[Edge, int],
-) -> tuple[list[Step], list[tuple[str, object]]]:
-    """Walk the segments forward. Also returns the supporting facts in path order,
-    as (kind, payload) pairs rendered later."""
+) -> tuple[list[Step], list[F.FactItem]]:
+    """Walk the segments forward. Also returns the supporting facts in path order, as
+    items with their connections written in walking order (flipped later)."""
+    names = room_names(rows, cols)
+    move_to, unlock_to = _room_steps(rows, cols)
     plan = [Step("start", names[start])]
-    support: list[tuple[str, object]] = [("bob", start)]
+    support: list[F.FactItem] = [("bob", (names[start],))]
     unlocked: set[Edge] = set()
     listed: set[Edge] = set()
+    append, add_listed = support.append, listed.add
     for c_key, _door, path in segments:
         if c_key >= 0:
             k = key_of_door[_door]
-            plan.append(Step("pick_up_key", str(k)))
-            support.append(("key", (k, c_key)))
-        for a, b in zip(path, path[1:], strict=False):
-            e = _edge(a, b)
+            plan.append(_key_steps(k)[0])
+            append(("key", (str(k), names[c_key])))
+        a = path[0]
+        for b in path[1:]:
+            e = (a, b) if a < b else (b, a)
             if e in key_of_door and e not in unlocked:
                 k = key_of_door[e]
-                plan.append(Step("use_key", str(k)))
-                plan.append(Step("unlock_and_open_door_to", names[b]))
+                plan.append(_key_steps(k)[1])
+                plan.append(unlock_to[b])
                 unlocked.add(e)
                 if e not in listed:
-                    support.append(("locked", (a, b)))
-                    support.append(("requires", (a, b, k)))
-                    listed.add(e)
+                    append(("locked", (names[a], names[b])))
+                    append(("requires", (names[a], names[b], str(k))))
+                    add_listed(e)
             elif e not in listed:
-                support.append(("open", (a, b)))
-                listed.add(e)
-            plan.append(Step("move_to", names[b]))
+                append(("open", (names[a], names[b])))
+                add_listed(e)
+            plan.append(move_to[b])
+            a = b
     plan.append(Step("rescue", RESCUE_TARGET))
     return plan, support
 
 
-def _item(kind: str, payload: object, names: tuple[str, ...], flip: bool) -> F.FactItem:
-    """A fact as (kind, slots) with room names, connections written ``flip``-ped or not."""
-    if kind in ("bob", "alice"):
-        return kind, (names[payload],)  # type: ignore[index]
-    if kind == "key":
-        k, cell = payload  # type: ignore[misc]
-        return kind, (str(k), names[cell])
-    a, b = names[payload[0]], names[payload[1]]  # type: ignore[index]
-    if flip:
-        a, b = b, a
-    if kind == "requires":
-        return kind, (a, b, str(payload[2]))  # type: ignore[index]
-    return kind, (a, b)
+#: the kinds whose first two slots are the two rooms of a connection
+_CONNECTIONS = frozenset({"open", "locked", "requires"})
 
 
 def _sattolo_positions(n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
@@ -197,22 +211,23 @@ def generate_maze(
     total_keys = len(path_doors) + n_decoys
     key_ids = (rng.choice(max(10, 4 * total_keys), size=total_keys, replace=False) + 1).tolist()
     key_of_door = dict(zip(path_doors + decoys, key_ids, strict=True))
-    gold, support = _gold_plan(names, start, segments, key_of_door)
-    support.append(("alice", goal))
+    gold, support = _gold_plan(rows, cols, start, segments, key_of_door)
+    support.append(("alice", (names[goal],)))
 
     # The distractor pool is every true fact the gold plan does not need: one
     # connection fact per off-path tree edge, then per decoy door its "requires" fact
     # and its key's location. Pool items are built only for the distractors shown.
-    def pool_item(i: int) -> tuple[str, object]:
+    def pool_item(i: int) -> F.FactItem:
         if i < n_off:
+            a, b = names[int(tree_u[off_idx[i]])], names[int(tree_v[off_idx[i]])]
             e = (int(tree_u[off_idx[i]]), int(tree_v[off_idx[i]]))
-            return ("locked", e) if e in key_of_door else ("open", e)
+            return ("locked", (a, b)) if e in key_of_door else ("open", (a, b))
         j = i - n_off
         if j < n_decoys:
             e = decoys[j]
-            return ("requires", (e[0], e[1], key_of_door[e]))
+            return ("requires", (names[e[0]], names[e[1]], str(key_of_door[e])))
         e = decoys[j - n_decoys]
-        return ("key", (key_of_door[e], decoy_cells[j - n_decoys]))
+        return ("key", (str(key_of_door[e]), names[decoy_cells[j - n_decoys]]))
 
     pool_size = n_off + 2 * n_decoys
     n_support = len(support)
@@ -225,12 +240,16 @@ def generate_maze(
     orient_rng = np.random.default_rng([seed, 3])
     flips = orient_rng.random(len(support) + pool_size) < 0.5
     flip_of = flips[: len(support)].tolist() + [bool(flips[len(support) + i]) for i in order]
-    items = [_item(k, p, names, f) for (k, p), f in zip(listing, flip_of, strict=True)]
+    items = [
+        (kind, (slots[1], slots[0], *slots[2:])) if flip and kind in _CONNECTIONS else (kind, slots)
+        for (kind, slots), flip in zip(listing, flip_of, strict=True)
+    ]
 
     shuffle_rng = np.random.default_rng([seed, 2])
     perm = _sattolo_positions(len(items), shuffle_ratio, shuffle_rng).tolist()
     shown_items = tuple(items[i] for i in perm)
     displaced = sum(i != p for i, p in enumerate(perm))
+    templates = F.FACT_TEMPLATES
     return Maze(
         rows=rows,
         cols=cols,
@@ -238,7 +257,7 @@ def generate_maze(
         goal=names[goal],
         num_keys=len(path_doors),
         gold=tuple(gold),
-        facts=tuple(F.render_fact(kind, slots) for kind, slots in shown_items),
+        facts=tuple([templates[kind] % slots for kind, slots in shown_items]),
         items=shown_items,
         supporting_count=n_support,
         distracting_count=n_noise,
