@@ -29,7 +29,8 @@ from horizonbench.core.types import Step
 from horizonbench.datasets.maze import facts as F
 from horizonbench.datasets.maze.grid import (
     CuttableTree,
-    kruskal_tree,
+    grid_edges,
+    kruskal_mask,
     path_from_predecessors,
     room_names,
 )
@@ -188,8 +189,10 @@ def generate_maze(
     n = rows * cols
     names = room_names(rows, cols)
     rng = np.random.default_rng([seed, 0])
-    tree_u, tree_v = kruskal_tree(rows, cols, rng)
-    start, goal, segments = _rewind(n, CuttableTree(tree_u, tree_v, rows, cols), target_keys, rng)
+    in_tree = kruskal_mask(rows, cols, rng)
+    grid_u, grid_v = grid_edges(rows, cols)
+    tree_u, tree_v = grid_u[in_tree], grid_v[in_tree]
+    start, goal, segments = _rewind(n, CuttableTree.from_mask(in_tree, rows, cols), target_keys, rng)
     path_doors = [door for c, door, _ in segments if c >= 0]
 
     # decoy locked doors off the gold path, with their keys anywhere in the maze

@@ -95,23 +95,36 @@ def kruskal_tree(rows: int, cols: int, rng: np.random.Generator) -> tuple[np.nda
     """A random spanning tree of the grid as its edges (u, v), u < v, sorted by (u, v).
 
     Kruskal's algorithm over random edge weights (scipy's, in C) is the classic
-    randomised maze. The weights are drawn in ``grid_edges`` order, so the tree is
-    fixed by the generator's state; distinct weights make the minimum spanning tree
-    unique, so the faster layout of :func:`_subdivided_graph` finds the same tree as
-    Kruskal on the plain grid. With a tie (about one tree in a billion) the plain
-    grid is used, whose tie-breaking (stable, in ``grid_edges`` order) defines the tree.
+    randomised maze; see :func:`kruskal_mask`.
     """
     u, v = grid_edges(rows, cols)
-    weights = 1.0 + rng.random(u.shape[0])
+    in_tree = kruskal_mask(rows, cols, rng)
+    return u[in_tree], v[in_tree]
+
+
+def kruskal_mask(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """Which walls of ``grid_edges`` a random spanning tree keeps (boolean mask).
+
+    The weights are drawn in ``grid_edges`` order, so the tree is fixed by the
+    generator's state; distinct weights make the minimum spanning tree unique, so the
+    faster layout of :func:`_subdivided_graph` finds the same tree as Kruskal on the
+    plain grid. With a tie (about one tree in a billion) the plain grid is used, whose
+    tie-breaking (stable, in ``grid_edges`` order) defines the tree.
+    """
+    u, v = grid_edges(rows, cols)
+    m = u.shape[0]
+    weights = 1.0 + rng.random(m)
     order = np.argsort(weights)
     ordered = weights[order]
-    if np.any(ordered[1:] == ordered[:-1]):
-        return _plain_kruskal(rows, cols, weights)
-    m = u.shape[0]
-    tree = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order), overwrite=True)
     in_tree = np.zeros(m, dtype=bool)
+    if np.any(ordered[1:] == ordered[:-1]):
+        pu, pv = _plain_kruskal(rows, cols, weights)
+        codes = u.astype(np.int64) * (rows * cols) + v
+        in_tree[np.searchsorted(codes, pu.astype(np.int64) * (rows * cols) + pv)] = True
+        return in_tree
+    tree = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order), overwrite=True)
     in_tree[order[np.diff(tree.indptr[: m + 1]) != 0]] = True
-    return u[in_tree], v[in_tree]
+    return in_tree
 
 
 def _plain_kruskal(rows: int, cols: int, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +136,26 @@ def _plain_kruskal(rows: int, cols: int, weights: np.ndarray) -> tuple[np.ndarra
     # indices are already the sorted edge list
     u = np.repeat(np.arange(tree.shape[0], dtype=np.int32), np.diff(tree.indptr))
     return u, tree.indices.astype(np.int32)
+
+
+@lru_cache(maxsize=64)
+def _slot_layout(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per cell, its four possible walls in :class:`CuttableTree`'s visiting order (right,
+    down, up, left) as indices into ``grid_edges`` (m where the grid has none) and the
+    neighbour behind each."""
+    u, v = grid_edges(rows, cols)
+    n, m = rows * cols, u.shape[0]
+    slot_edge = np.full((n, 4), m, dtype=np.intp)
+    slot_nbr = np.full((n, 4), -1, dtype=np.int32)
+    across = (v - u == 1) if cols > 1 else np.zeros(m, dtype=bool)
+    eid = np.arange(m)
+    slot_edge[u, np.where(across, 0, 1)] = eid
+    slot_nbr[u, np.where(across, 0, 1)] = v
+    slot_edge[v, np.where(across, 3, 2)] = eid
+    slot_nbr[v, np.where(across, 3, 2)] = u
+    for a in (slot_edge, slot_nbr):
+        a.setflags(write=False)
+    return slot_edge, slot_nbr
 
 
 class CuttableTree:
@@ -138,25 +171,36 @@ class CuttableTree:
     """
 
     def __init__(self, u: np.ndarray, v: np.ndarray, rows: int, cols: int) -> None:
+        gu, gv = grid_edges(rows, cols)
         n = rows * cols
+        in_tree = np.zeros(gu.shape[0], dtype=bool)
+        in_tree[np.searchsorted(gu.astype(np.int64) * n + gv, u.astype(np.int64) * n + v)] = True
+        self._build(in_tree, rows, cols)
+
+    @classmethod
+    def from_mask(cls, in_tree: np.ndarray, rows: int, cols: int) -> CuttableTree:
+        """The tree of the walls ``in_tree`` marks (a mask over ``grid_edges``)."""
+        tree = cls.__new__(cls)
+        tree._build(in_tree, rows, cols)
+        return tree
+
+    def _build(self, in_tree: np.ndarray, rows: int, cols: int) -> None:
         # four slots per cell in visiting order: right, down (higher), up, left (lower);
-        # filled from the edge list without sorting, -1 where the tree has no edge
-        slots = np.full((n, 4), -1, dtype=np.int32)
-        across = (v - u == 1) if cols > 1 else np.zeros(u.shape[0], dtype=bool)
-        slots[u, np.where(across, 0, 1)] = v
-        slots[v, np.where(across, 3, 2)] = u
-        flat = slots.ravel()
-        indices = flat[flat >= 0]
+        # a slot's wall is looked up in the mask (the sentinel wall m is never in it)
+        slot_edge, slot_nbr = _slot_layout(rows, cols)
+        n = rows * cols
+        present = np.append(in_tree, False)[slot_edge]
+        indices = slot_nbr[present]
         indptr = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(np.bincount(u, minlength=n) + np.bincount(v, minlength=n), out=indptr[1:])
-        self._indptr = indptr.tolist()
+        np.cumsum(np.count_nonzero(present, axis=1), out=indptr[1:])
+        self._indptr = indptr
         self._graph = csr_matrix((np.ones(indices.shape[0]), indices, indptr), shape=(n, n))
 
     def cut(self, a: int, b: int) -> None:
         """Remove the edge a-b (a door locked) from every later search."""
         indices = self._graph.indices
         for row, col in ((a, b), (b, a)):
-            lo, hi = self._indptr[row], self._indptr[row + 1]
+            lo, hi = int(self._indptr[row]), int(self._indptr[row + 1])
             indices[lo + np.flatnonzero(indices[lo:hi] == col)] = row
 
     def bfs(self, source: int) -> tuple[np.ndarray, np.ndarray]:
