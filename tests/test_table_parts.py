@@ -76,14 +76,3 @@ def test_a_rewrite_drops_the_old_parts(tmp_path: Path) -> None:
 def test_part_rows_must_hold_whole_row_groups(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="multiple"):
         PartWriter(tmp_path, SCHEMA, "t", part_rows=10, row_group_rows=4)
-
-
-@given(st.lists(st.booleans(), min_size=1, max_size=30))
-def test_rows_at_takes_exactly_the_positions(keep: list[bool]) -> None:
-    from horizonbench.tasks.generate import rows_at
-
-    positions = [i for i, k in enumerate(keep) if k]
-    if not positions:
-        return
-    table = rows(len(keep))
-    assert rows_at(table, positions).to_pylist() == table.take(positions).to_pylist()
