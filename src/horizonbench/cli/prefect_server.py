@@ -16,6 +16,10 @@ on the other core while the server imports and migrates its database, then waits
 ``/api/health``. ``HORIZONBENCH_SEQUENTIAL_STARTUP=1`` turns that off (no warm-up, the
 flow-run heartbeat kept): the baseline ``benchmarks/overhead.py`` compares against.
 
+A new PREFECT_HOME's database is copied from a template (``template_path``: the first
+database this Prefect version migrated here, saved before any run was written to it):
+the 116 migrations of a fresh SQLite database take 5-10 s of the server's start.
+
 ``HORIZONBENCH_TIMINGS=FILE`` appends one JSON line per start-up/shut-down step
 (``{"event": ..., "t": unix time}``) to FILE, for ``benchmarks/overhead.py``.
 """
@@ -107,12 +111,31 @@ class TemporaryServer:
                 return port
         raise RuntimeError("no free port for the temporary Prefect server")
 
+    def command(self) -> list[str]:
+        """The command Prefect's ``SubprocessASGIServer`` runs (uvicorn, Prefect's app)."""
+        spec = importlib.util.find_spec("prefect")
+        assert spec is not None and spec.origin is not None, "prefect is not installed"
+        return [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--app-dir",
+            str(Path(spec.origin).parent.parent),
+            "--factory",
+            "prefect.server.api.server:create_app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-level",
+            "error",
+            "--lifespan",
+            "on",
+        ]
+
     def spawn(self) -> None:
         """Launch the server (returns at once; ``wait_ready`` waits for it)."""
         self.port = self._free_port()
-        spec = importlib.util.find_spec("prefect")
-        assert spec is not None and spec.origin is not None, "prefect is not installed"
-        app_dir = Path(spec.origin).parent.parent
         env = {
             **os.environ,
             "PREFECT_UI_ENABLED": "0",
@@ -121,23 +144,7 @@ class TemporaryServer:
         }
         env.pop("PREFECT_API_URL", None)
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "--app-dir",
-                str(app_dir),
-                "--factory",
-                "prefect.server.api.server:create_app",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--log-level",
-                "error",
-                "--lifespan",
-                "on",
-            ],
+            self.command(),
             env=env,
             start_new_session=True,  # no terminal signals
             preexec_fn=_die_with_parent,
@@ -200,6 +207,68 @@ class TemporaryServer:
             mark("server stopped")
 
 
+def _default_db() -> Path | None:
+    """The server's SQLite file when it is Prefect's default one (in PREFECT_HOME) and
+    does not exist yet, else None. Cheap when the file exists (no Prefect import)."""
+    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    if (home / "prefect.db").exists():
+        return None
+    from prefect.settings import get_current_settings
+
+    settings = get_current_settings()
+    url = settings.server.database.connection_url
+    text = url.get_secret_value() if hasattr(url, "get_secret_value") else url
+    db = Path(settings.home).expanduser() / "prefect.db"
+    if text != f"sqlite+aiosqlite:///{db}" or db.exists():
+        return None
+    return db
+
+
+def template_path() -> Path:
+    """Where a migrated, empty Prefect database is kept for this Prefect version."""
+    from importlib.metadata import version
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
+    return cache / "horizonbench" / f"prefect-{version('prefect')}-empty.db"
+
+
+def _seed_database(db: Path) -> bool:
+    """Start a new PREFECT_HOME's database from the template, if there is one: the
+    server then finds it migrated (a fresh database runs 116 migrations, 5-10 s)."""
+    template = template_path()
+    if not template.exists():
+        return False
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        partial = db.with_name(f".{db.name}.{os.getpid()}")
+        import shutil
+
+        shutil.copyfile(template, partial)
+        os.replace(partial, db)
+    except OSError:
+        return False
+    mark("database seeded")
+    return True
+
+
+def _save_template(db: Path) -> None:
+    """Keep the database the server just migrated (no run in it yet) as the template
+    for the next new PREFECT_HOME; best effort, atomic."""
+    import sqlite3
+
+    template = template_path()
+    try:
+        template.parent.mkdir(parents=True, exist_ok=True)
+        partial = template.with_name(f".{template.name}.{os.getpid()}")
+        with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as src:
+            with closing(sqlite3.connect(partial)) as dst:
+                src.backup(dst)
+        os.replace(partial, template)
+    except (OSError, sqlite3.Error):
+        return
+    mark("template saved")
+
+
 def _startup_timeout() -> float:
     from prefect.settings import PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS
 
@@ -221,12 +290,16 @@ def prefect_api(warm_up: Callable[[], Any] | None = None) -> Iterator[str | None
         return
     server = TemporaryServer()
     try:
+        new_db = None if sequential() else _default_db()
+        seeded = new_db is not None and _seed_database(new_db)
         server.spawn()
         # in the environment at once: Dask workers spawned by the warm-up inherit it
         os.environ["PREFECT_API_URL"] = server.api_url
         if warm_up is not None and not sequential():
             warm_up()
         server.wait_ready(_startup_timeout())
+        if new_db is not None and not seeded:
+            _save_template(new_db)
         import prefect.settings as ps
 
         updates: dict[Any, Any] = {ps.PREFECT_API_URL: server.api_url}

@@ -1,0 +1,384 @@
+"""The start-up and shut-down of a command (issue 10): what is imported when, the
+temporary Prefect server stopped on every way out, the shared LocalCluster, the
+database template of a new PREFECT_HOME, and the exit that skips the interpreter's
+teardown. No test here checks a duration."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from horizonbench.cli import prefect_server as ps
+
+PYTHON = sys.executable
+
+
+def _run_py(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-c", code], capture_output=True, text=True, timeout=300, env=env or dict(os.environ)
+    )
+
+
+def test_the_pipeline_and_the_rebuild_commands_import_no_great_expectations() -> None:
+    probe = """
+import sys
+from horizonbench.cli import main
+from horizonbench.flows import pipeline, rebuild
+from horizonbench.tasks import analyse, compare, evaluate, report, score, validate
+print("great_expectations" in sys.modules, "prefect.server.api.server" in sys.modules)
+"""
+    out = _run_py(probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_the_cli_spawns_the_server_without_importing_prefects_server_code() -> None:
+    """The client never imports prefect.server (2.7 s): the server is a subprocess."""
+    probe = """
+import sys
+from horizonbench.cli.prefect_server import TemporaryServer
+s = TemporaryServer(); s.port = 8123
+cmd = s.command()
+print(cmd[1:3] == ["-m", "uvicorn"], "prefect.server.api.server:create_app" in cmd, "prefect" in sys.modules)
+"""
+    out = _run_py(probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "False"]
+
+
+def test_a_rebuild_command_in_a_fresh_process_imports_no_great_expectations(tmp_path) -> None:
+    """``horizonbench report`` on a folder that is not a run fails its input check
+    (exit 2) without having imported Great Expectations or started a server."""
+    probe = f"""
+import sys
+from horizonbench.cli.main import main
+code = main(["report", "--run", {str(tmp_path)!r}])
+print(code, "great_expectations" in sys.modules)
+"""
+    out = _run_py(probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2:] == ["2", "False"]
+
+
+# --- the temporary server, with a stand-in that answers /api/health ------------------------
+
+
+class FakeServer(ps.TemporaryServer):
+    """A plain HTTP server whose folder has api/health: the same spawn, wait and stop."""
+
+    root: Path
+
+    def command(self) -> list[str]:
+        return [
+            PYTHON,
+            "-m",
+            "http.server",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--directory",
+            str(self.root),
+        ]
+
+
+@pytest.fixture
+def fake_server(tmp_path, monkeypatch):
+    (tmp_path / "api").mkdir()
+    (tmp_path / "api" / "health").write_text("ok")
+    FakeServer.root = tmp_path
+    made: list[FakeServer] = []
+
+    def make() -> FakeServer:
+        server = FakeServer()
+        made.append(server)
+        return server
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(ps, "TemporaryServer", make)
+    monkeypatch.setattr(ps, "_default_db", lambda: None)  # leave the test's Prefect home alone
+    return made
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(1)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _gone(server: ps.TemporaryServer, pid: int) -> bool:
+    assert server.process is None  # reaped
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return not _port_open(server.port or 0)
+    return False
+
+
+def test_the_server_is_stopped_after_a_normal_exit(fake_server) -> None:
+    warmed = []
+    with ps.prefect_api(warm_up=lambda: warmed.append(os.environ.get("PREFECT_API_URL"))) as url:
+        (server,) = fake_server
+        pid = server.process.pid
+        assert url == server.api_url == os.environ["PREFECT_API_URL"]
+        # the warm-up already saw the URL (Dask workers it starts inherit it)
+        assert warmed == [url]
+        assert _port_open(server.port)
+        from prefect.settings import get_current_settings
+
+        # no flow-run heartbeat against a server that ends with the command
+        assert get_current_settings().flows.heartbeat_frequency is None
+        assert get_current_settings().api.url == url
+    assert "PREFECT_API_URL" not in os.environ
+    assert _gone(server, pid)
+
+
+@pytest.mark.parametrize("where", ["body", "warm_up"])
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_the_server_is_stopped_when_the_body_or_the_warm_up_raises(fake_server, where, error) -> None:
+    def boom() -> None:
+        raise error("boom")
+
+    with pytest.raises(error):
+        with ps.prefect_api(warm_up=boom if where == "warm_up" else None):
+            boom()
+    (server,) = fake_server
+    assert server.process is None
+    assert "PREFECT_API_URL" not in os.environ
+
+
+def test_the_server_is_stopped_when_the_wait_is_interrupted(fake_server, monkeypatch) -> None:
+    """Ctrl-C while waiting for the server's health: the process is ended and reaped."""
+    spawned = []
+
+    def interrupted(self, timeout: float) -> None:
+        spawned.append(self.process.pid)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(FakeServer, "wait_ready", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        with ps.prefect_api():
+            pass
+    (server,) = fake_server
+    assert _gone(server, spawned[0])
+
+
+def test_a_server_that_dies_while_starting_is_an_error_and_is_reaped(fake_server, monkeypatch) -> None:
+    monkeypatch.setattr(FakeServer, "command", lambda self: [PYTHON, "-c", "raise SystemExit(7)"])
+    with pytest.raises(RuntimeError, match="exited with code 7"):
+        with ps.prefect_api():
+            pass
+    (server,) = fake_server
+    assert server.process is None
+
+
+def test_a_server_that_ignores_sigterm_is_killed_after_the_bounded_wait(fake_server, monkeypatch) -> None:
+    monkeypatch.setattr(ps, "STOP_TIMEOUT_S", 0.5)
+    stubborn = (
+        "import signal, sys, runpy; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "sys.argv = ['http.server', sys.argv[1], '--bind', '127.0.0.1', '--directory', sys.argv[2]]; "
+        "runpy.run_module('http.server', run_name='__main__')"
+    )
+    monkeypatch.setattr(
+        FakeServer, "command", lambda self: [PYTHON, "-c", stubborn, str(self.port), str(self.root)]
+    )
+    with ps.prefect_api():
+        (server,) = fake_server
+        pid = server.process.pid
+    assert _gone(server, pid)
+
+
+def test_with_an_api_url_nothing_is_started_and_the_warm_up_still_runs(monkeypatch) -> None:
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")
+    spawned = []
+    monkeypatch.setattr(ps.TemporaryServer, "spawn", lambda self: spawned.append(self))
+    warmed = []
+    with ps.prefect_api(warm_up=lambda: warmed.append(1)) as url:
+        assert url == "http://127.0.0.1:9/api"
+    assert spawned == [] and warmed == [1]
+
+
+def test_sequential_start_up_skips_the_warm_up(fake_server, monkeypatch) -> None:
+    monkeypatch.setenv(ps.SEQUENTIAL_ENV, "1")
+    warmed = []
+    with ps.prefect_api(warm_up=lambda: warmed.append(1)):
+        from prefect.settings import get_current_settings
+
+        assert get_current_settings().flows.heartbeat_frequency is not None
+    assert warmed == []
+
+
+def test_timings_are_written_only_when_asked(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv(ps.TIMINGS_ENV, raising=False)
+    ps.mark("nothing")
+    path = tmp_path / "t.jsonl"
+    monkeypatch.setenv(ps.TIMINGS_ENV, str(path))
+    ps.mark("one")
+    ps.mark("two")
+    events = [json.loads(line)["event"] for line in path.read_text().splitlines()]
+    assert events == ["one", "two"]
+
+
+# --- the database template of a new PREFECT_HOME ------------------------------------------
+
+TEMPLATE_PROBE = """
+import json, sqlite3, sys
+from horizonbench.cli import prefect_server as ps
+db = ps._default_db()
+out = {"db": str(db) if db else None, "template": str(ps.template_path())}
+if sys.argv[1] == "save" and db is not None:
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db) as con:
+        con.execute("create table alembic_version (version_num text)")
+        con.execute("insert into alembic_version values ('head')")
+    ps._save_template(db)
+if sys.argv[1] == "seed" and db is not None:
+    out["seeded"] = ps._seed_database(db)
+    with sqlite3.connect(db) as con:
+        out["rows"] = con.execute("select version_num from alembic_version").fetchall()
+print(json.dumps(out))
+"""
+
+
+def _template_probe(tmp_path: Path, home: Path, action: str, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), XDG_CACHE_HOME=str(tmp_path / "cache"), **extra)
+    proc = subprocess.run(
+        [PYTHON, "-c", TEMPLATE_PROBE, action], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_prefect_home_starts_from_the_template_the_first_one_saved(tmp_path) -> None:
+    first = _template_probe(tmp_path, tmp_path / "home-1", "save")
+    assert first["db"] == str(tmp_path / "home-1" / "prefect.db")
+    assert Path(first["template"]).exists()
+    assert Path(first["template"]).parent == tmp_path / "cache" / "horizonbench"
+    second = _template_probe(tmp_path, tmp_path / "home-2", "seed")
+    assert second["seeded"] is True
+    assert second["rows"] == [["head"]]
+    # a home whose database exists is left alone; so is a database of the user's own
+    assert _template_probe(tmp_path, tmp_path / "home-2", "none")["db"] is None
+    custom = _template_probe(
+        tmp_path,
+        tmp_path / "home-3",
+        "none",
+        PREFECT_API_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{tmp_path / 'elsewhere.db'}",
+    )
+    assert custom["db"] is None
+
+
+# --- the shared LocalCluster ----------------------------------------------------------------
+
+
+def test_dask_client_uses_the_shared_cluster_and_the_block_closes_it() -> None:
+    from horizonbench.schemas.config import DaskSpec
+    from horizonbench.tasks.cluster import _SHARED, dask_client, shared_cluster
+
+    spec = DaskSpec(n_workers=1, processes=False)
+    with shared_cluster(spec, ("maze",)) as cluster:
+        address = cluster.scheduler_address
+        for _ in range(2):  # two stages, one cluster
+            with dask_client(spec) as client:
+                assert client.scheduler.address == address
+                assert client.submit(sum, [1, 2]).result() == 3
+        assert cluster.status.name == "running"
+        with shared_cluster(spec) as again:  # nested: the same cluster, not a second one
+            assert again is cluster
+    assert _SHARED == {}
+    assert cluster.status.name == "closed"
+    with dask_client(spec) as client:  # outside the block: a cluster of its own
+        assert client.scheduler.address != address
+
+
+# --- the exit ------------------------------------------------------------------------------
+
+
+def test_the_installed_commands_exit_keeps_its_code_output_and_atexit_handlers() -> None:
+    probe = """
+import atexit, sys
+atexit.register(lambda: print("atexit ran"))
+from horizonbench.cli.main import _exit_now
+print("report: x")
+sys.stderr.write("last line")
+_exit_now(3)
+print("not reached")
+"""
+    out = _run_py(probe)
+    assert out.returncode == 3
+    assert out.stdout.split("\n")[:2] == ["report: x", "atexit ran"]
+    assert out.stderr.endswith("last line")
+
+
+def test_the_cli_waits_for_the_whole_exit_when_called_in_process(monkeypatch) -> None:
+    """main([...]) (tests, callers) returns its code; only the installed command exits."""
+    from horizonbench.cli import main as cli
+
+    called = []
+    monkeypatch.setattr(cli, "_exit_now", lambda code: called.append(code))
+    assert cli.main(["families"]) == 0
+    assert called == []
+
+
+def test_a_real_run_leaves_no_server_behind(tmp_path) -> None:
+    """The installed command with its own temporary Prefect server: exit 0, the report,
+    the server's port closed, and the start-up steps in their order."""
+    import yaml
+
+    cfg = {
+        "run": {"name": "startup", "seed": 5},
+        "families": {
+            "maze": {
+                "params": {"grid_rows": 5, "grid_cols": 5, "num_keys": 1},
+                "sampling": {"count": 10, "shard_size": 10},
+                "prompt": {"shots": 0},
+            }
+        },
+        "evaluation": {"samples": 1, "models": [{"name": "oracle", "provider": "offline", "kind": "oracle"}]},
+        "dask": {"n_workers": 1},
+        "analysis": {"bootstrap": 0},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(tmp_path / "home"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        HORIZONBENCH_TIMINGS=str(tmp_path / "t.jsonl"),
+    )
+    exe = Path(sys.executable).with_name("horizonbench")
+    proc = subprocess.run(
+        [
+            str(exe),
+            "run",
+            "--config",
+            str(tmp_path / "c.yaml"),
+            "--out",
+            str(tmp_path / "run"),
+            "--no-progress",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "run" / "report" / "index.html").exists()
+    events = [json.loads(line)["event"] for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    order = ["server spawned", "imports done", "cluster ready", "gx imported", "server ready", "flow start"]
+    assert [e for e in events if e in order] == order
+    assert events[-4:] == ["drained", "server stopped", "cli done", "exit"]
+    # the first new home's database became the template
+    assert "template saved" in events
+    logs = proc.stdout + proc.stderr
+    port = int(logs.split("Starting temporary server on http://127.0.0.1:")[-1].split()[0])
+    deadline = time.monotonic() + 10
+    while _port_open(port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _port_open(port)
