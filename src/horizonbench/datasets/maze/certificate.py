@@ -103,9 +103,15 @@ def _shortest_plans(world: World, max_states: int) -> Solution:
     property test holds the two together); this runs once per generated candidate.
     """
     nbrs, keys = tables_of(world)
-    key_bits = [[kbit for _, kbit, _ in ks] for ks in keys]
     goal = world.goal
-    junction = [len(nb) != 2 or bool(keys[r]) or any(e[1] for e in nb) for r, nb in enumerate(nbrs)]
+    # a junction: not two doors, or a key in the room, or a locked door (every locked
+    # door has a bit in the tables), or the start or the goal
+    junction = [len(nb) != 2 for nb in nbrs]
+    for r, ks in enumerate(keys):
+        if ks:
+            junction[r] = True
+    for a, b in world.locks:
+        junction[a] = junction[b] = True
     junction[world.start] = junction[goal] = True  # type: ignore[index]
     moves: dict[int, list[Edge]] = {}
     s0: State = (world.start, 0, 0, -1)  # type: ignore[assignment]
@@ -124,7 +130,7 @@ def _shortest_plans(world: World, max_states: int) -> Solution:
             edges = moves.get(room)
             if edges is None:
                 edges = moves[room] = _contracted_moves(room, nbrs, junction)
-            for t, w in _next_weighted(s, edges, key_bits[room]):
+            for t, w in _next_weighted(s, edges, keys[room]):
                 d = depth + w
                 entry = seen.get(t)
                 if entry is None or entry[0] > d:
@@ -151,7 +157,9 @@ def _contracted_moves(room: int, nbrs: list[list[tuple[int, int, int]]], junctio
     return out
 
 
-def _next_weighted(s: State, edges: list[Edge], key_bits: list[int]) -> list[tuple[State, int]]:
+def _next_weighted(
+    s: State, edges: list[Edge], room_keys: list[tuple[int, int, str]]
+) -> list[tuple[State, int]]:
     """The next states of :func:`transitions` from ``s`` (moves run to the corridor's end),
     each with the number of actions it takes."""
     room, held, unlocked, pending = s
@@ -168,7 +176,7 @@ def _next_weighted(s: State, edges: list[Edge], key_bits: list[int]) -> list[tup
                 usable.append(key)
             continue
         out.append(((to, held, unlocked, -1), length))
-    for kbit in key_bits:
+    for _key, kbit, _name in room_keys:
         if not held & kbit:
             out.append(((room, held | kbit, unlocked, -1), 1))
     for key in usable:

@@ -249,9 +249,9 @@ def generate_maze(
     ]
 
     shuffle_rng = np.random.default_rng([seed, 2])
-    perm = _sattolo_positions(len(items), shuffle_ratio, shuffle_rng).tolist()
-    shown_items = tuple(items[i] for i in perm)
-    displaced = sum(i != p for i, p in enumerate(perm))
+    perm_array = _sattolo_positions(len(items), shuffle_ratio, shuffle_rng)
+    displaced = int(np.count_nonzero(perm_array != np.arange(len(items))))
+    shown_items = tuple([items[i] for i in perm_array.tolist()])
     templates = F.FACT_TEMPLATES
     return Maze(
         rows=rows,
