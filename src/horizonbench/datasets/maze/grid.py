@@ -70,7 +70,9 @@ def _subdivided_layout(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np
     return by_high_end, indptr, np.full(m, 0.5)
 
 
-def _subdivided_graph(rows: int, cols: int, weights: np.ndarray, order: np.ndarray) -> csr_matrix:
+def _subdivided_graph(
+    rows: int, cols: int, weights: np.ndarray, order: np.ndarray, ordered: np.ndarray | None = None
+) -> csr_matrix:
     """The grid with every wall split by a node of its own, laid out in weight order.
 
     Wall e = (u, v) becomes node ``rank(e)`` (nodes 0..m-1, lightest first) joined to
@@ -88,7 +90,9 @@ def _subdivided_graph(rows: int, cols: int, weights: np.ndarray, order: np.ndarr
     indices = np.concatenate([(u[order] + m).astype(np.int32), rank[by_high_end]])
     n_all = m + rows * cols
     # scipy consumes the arrays (overwrite=True below): the cached ones go in as copies
-    return csr_matrix((np.concatenate([weights[order], links]), indices, indptr.copy()), shape=(n_all, n_all))
+    if ordered is None:
+        ordered = weights[order]
+    return csr_matrix((np.concatenate([ordered, links]), indices, indptr.copy()), shape=(n_all, n_all))
 
 
 def kruskal_tree(rows: int, cols: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -122,7 +126,7 @@ def kruskal_mask(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
         codes = u.astype(np.int64) * (rows * cols) + v
         in_tree[np.searchsorted(codes, pu.astype(np.int64) * (rows * cols) + pv)] = True
         return in_tree
-    tree = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order), overwrite=True)
+    tree = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order, ordered), overwrite=True)
     in_tree[order[np.diff(tree.indptr[: m + 1]) != 0]] = True
     return in_tree
 
