@@ -33,6 +33,7 @@ bench: install
 	$(BIN)/python benchmarks/worlds.py
 	$(BIN)/python benchmarks/harness.py
 	$(BIN)/python benchmarks/analysis_scale.py
+	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/scale.py
 
 clean:

@@ -17,7 +17,9 @@ always exits 0, whatever the figures.
 Where the figures come from: the command writes a JSON line per start-up and shut-down
 step when HORIZONBENCH_TIMINGS names a file (``horizonbench.cli.prefect_server.mark``);
 the stages' times are the task runs' start and end times in the Prefect database of the
-run's PREFECT_HOME.
+run's PREFECT_HOME. XDG_CACHE_HOME points into the benchmark's own folder, so the
+database template of new homes (``horizonbench.cli.prefect_server.template_path``) is
+the benchmark's: "fresh" runs find it, "first" runs start without one.
 """
 
 from __future__ import annotations
@@ -62,10 +64,11 @@ def log(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
-def _env(home: Path, timings: Path, baseline: bool) -> dict[str, str]:
+def _env(home: Path, cache: Path, timings: Path, baseline: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(
         PREFECT_HOME=str(home),
+        XDG_CACHE_HOME=str(cache),  # where the database template of new homes is kept
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         DO_NOT_TRACK="1",
         TQDM_DISABLE="1",
@@ -114,7 +117,7 @@ def _task_times(home: Path, flow_run_id: str | None) -> dict[str, float]:
     return out
 
 
-def one_run(home: Path, work: Path, baseline: bool, index: int) -> dict[str, Any]:
+def one_run(home: Path, cache: Path, work: Path, baseline: bool, index: int) -> dict[str, Any]:
     cfg = work / "ten.yaml"
     out = work / f"run-{index}"
     timings = work / f"timings-{index}.jsonl"
@@ -122,7 +125,7 @@ def one_run(home: Path, work: Path, baseline: bool, index: int) -> dict[str, Any
     t0 = time.time()
     proc = subprocess.run(
         [str(EXE), "run", "--config", str(cfg), "--out", str(out), "--no-progress"],
-        env=_env(home, timings, baseline),
+        env=_env(home, cache, timings, baseline),
         capture_output=True,
         text=True,
         timeout=900,
@@ -170,6 +173,7 @@ def rows_of(run: dict[str, Any], baseline: bool) -> dict[str, float | None]:
     flow = span("flow start", "flow end")
     r["flow, outside the tasks"] = None if flow is None else flow - staged
     r["server stop (drain + SIGTERM + exit)"] = span("flow end", "server stopped")
+    r["database template copied"] = span("cli ready", "database seeded")
     r["interpreter exit"] = None if "cli done" not in m else run["total"] - m["cli done"]
     return r
 
@@ -188,23 +192,27 @@ def main() -> int:
     ap.add_argument("--json", metavar="PATH", help="also write every run's figures as JSON")
     args = ap.parse_args()
     repeat = 1 if args.quick else max(1, args.repeat)
-    homes = ("warm",) if args.quick else ("warm", "fresh")
+    homes = ("warm",) if args.quick else ("warm", "fresh", "first")
     work = Path(tempfile.mkdtemp(prefix="hb-overhead-"))
     (work / "ten.yaml").write_text(CONFIG)
-    warm_home = work / "prefect-home-warm"
-    log("preparing the warm PREFECT_HOME (one untimed run)")
-    prep = one_run(warm_home, work, False, -1)
+    warm_home, cache = work / "prefect-home-warm", work / "cache"
+    log("preparing the warm PREFECT_HOME and the database template (one untimed run)")
+    prep = one_run(warm_home, cache, work, False, -1)
     if prep["rc"] != 0:
         log(f"the preparing run failed (exit {prep['rc']}): {prep['stderr']}")
-    scenarios = [(h, b) for h in homes for b in (True, False)]
+    # "fresh": a new PREFECT_HOME (the template cached); "first": a new PREFECT_HOME and
+    # no template yet (the first run of this Prefect version on the machine), whose
+    # baseline is the fresh one's (the baseline never uses the template)
+    scenarios = [(h, b) for h in homes for b in (True, False) if not (h == "first" and b)]
     results: dict[tuple[str, bool], list[dict[str, Any]]] = {s: [] for s in scenarios}
     n = 0
     for rep in range(repeat):
         for home_kind, baseline in scenarios:
-            home = warm_home if home_kind == "warm" else work / f"prefect-home-fresh-{n}"
-            run = one_run(home, work, baseline, n)
+            home = warm_home if home_kind == "warm" else work / f"prefect-home-{home_kind}-{n}"
+            run_cache = work / f"cache-{n}" if home_kind == "first" else cache
+            run = one_run(home, run_cache, work, baseline, n)
             n += 1
-            if home_kind == "fresh":
+            if home_kind != "warm":
                 shutil.rmtree(home, ignore_errors=True)
             label = "baseline" if baseline else "optimised"
             log(f"run {rep + 1}/{repeat} {home_kind:5s} {label:9s}: {run['total']:.2f} s (exit {run['rc']})")
@@ -220,10 +228,16 @@ def main() -> int:
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print("baseline: the same command with HORIZONBENCH_SEQUENTIAL_STARTUP=1 (no overlap, heartbeat kept)")
     for home_kind in homes:
-        base = [rows_of(r, True) for r in results[(home_kind, True)] if r["rc"] == 0]
+        base_kind = "fresh" if home_kind == "first" else home_kind
+        base = [rows_of(r, True) for r in results[(base_kind, True)] if r["rc"] == 0]
         opt = [rows_of(r, False) for r in results[(home_kind, False)] if r["rc"] == 0]
         names = list(rows_of({"total": 0.0, "marks": {}, "tasks": {}}, False))
-        print(f"\nPREFECT_HOME {home_kind}")
+        title = {
+            "warm": "warm (its database migrated by an earlier run)",
+            "fresh": "fresh (a new empty folder; the database template cached)",
+            "first": "fresh, no template yet (the first run of this Prefect version; baseline: fresh)",
+        }[home_kind]
+        print(f"\nPREFECT_HOME {title}")
         head = ("row", "baseline", "min-max", "optimised", "min-max", "x base")
         print("{:42s} {:>8s} {:>11s} {:>9s} {:>11s} {:>7s}".format(*head))
         for name in names:
