@@ -28,6 +28,7 @@ test: install lint
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+	$(BIN)/python benchmarks/scoring.py
 	$(BIN)/python benchmarks/evaluation.py
 	$(BIN)/python benchmarks/puzzles.py
 	$(BIN)/python benchmarks/worlds.py

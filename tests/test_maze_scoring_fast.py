@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from horizonbench.core.types import ParsedAnswer, Step
 from horizonbench.datasets.maze import MazeFamily, MazeParams
 from horizonbench.datasets.maze.baselines import offline_answer
+from horizonbench.datasets.maze.certificate import solve
 from horizonbench.datasets.maze.facts import (
     ALICE_AT,
     BOB_AT,
@@ -217,11 +218,13 @@ def cyclic_worlds(draw: st.DrawFn) -> tuple[list[str], tuple[Step, ...]]:
 @given(maze_rows(), st.integers(0, 2**32))
 def test_the_judge_scores_generated_instances_as_the_reference(row: dict, seed: int) -> None:
     facts, gold = list(row["facts"]), gold_plan(row)
-    judge = Judge(facts, gold, gold_optimal=True)
+    unique = Judge(facts, gold, certified=True, optimal_plans=row["optimal_plan_count"])
+    searching = Judge(facts, gold, certified=True)  # the count unknown: the search decides
     scorer = FAMILY.answer_scorer(row)
     for text in answers_for(facts, gold, seed, 12):
         want = reference(facts, gold, text)
-        assert judge.score_text(text) == want, text
+        assert unique.score_text(text) == want, text
+        assert searching.score_text(text) == want, text
         assert scorer(text) == want, text
         assert FAMILY.score(row, FAMILY.parse_answer(text)) == want, text
 
@@ -230,22 +233,23 @@ def test_the_judge_scores_generated_instances_as_the_reference(row: dict, seed: 
 @given(cyclic_worlds(), st.integers(0, 2**32))
 def test_the_judge_scores_worlds_with_several_optimal_plans_as_the_reference(world, seed: int) -> None:
     facts, gold = world
-    judge = Judge(facts, gold, gold_optimal=True)
+    count = solve(world_from_facts(facts)).count
+    judges = [Judge(facts, gold, certified=True, optimal_plans=count), Judge(facts, gold, certified=True)]
     for text in answers_for(facts, gold, seed, 12):
-        assert judge.score_text(text) == reference(facts, gold, text), text
+        want = reference(facts, gold, text)
+        for judge in judges:
+            assert judge.score_text(text) == want, text
 
 
 @SETTINGS
 @given(cyclic_worlds(), st.integers(0, 2**32))
-def test_an_untrusted_gold_plan_is_scored_by_the_reference(world, seed: int) -> None:
-    """Without ``gold_optimal`` any gold plan (here: suboptimal or broken ones) is scored
-    exactly as score_plan scores it; with it, a gold plan that breaks the rules is caught
-    where an answer follows it."""
+def test_an_uncertified_gold_plan_is_scored_by_the_reference(world, seed: int) -> None:
+    """Without ``certified`` any gold plan (here: suboptimal or broken ones) is scored
+    exactly as score_plan scores it."""
     facts, gold = world
     rnd = random.Random(seed)
-    bad_gold = tuple(mutate(gold, world_from_facts(facts), rnd)) or gold
-    for g, optimal in ((bad_gold, False), (gold[:1] + gold[2:], True), (gold[:-1], True)):
-        judge = Judge(facts, g, gold_optimal=optimal)
+    for g in (tuple(mutate(gold, world_from_facts(facts), rnd)), gold[:1] + gold[2:], gold[:-1], ()):
+        judge = Judge(facts, g, certified=False)
         for text in answers_for(facts, g or gold, seed, 6):
             assert judge.score_text(text) == reference(facts, g, text), (g, text)
 
@@ -261,7 +265,7 @@ def test_a_plan_that_leaves_the_gold_plan_on_another_optimal_plan_gets_full_prog
     ]
     gold = (Step("start", "A1"), Step("move_to", "B1"), Step("move_to", "B2"), Step("rescue", "Alice"))
     other = "Solution: [('start', 'A1'), ('move_to', 'A2'), ('move_to', 'B2'), ('move_to', 'A2')]"
-    sc = Judge(facts, gold, gold_optimal=True).score_text(other)
+    sc = Judge(facts, gold, certified=True, optimal_plans=2).score_text(other)
     assert sc == reference(facts, gold, other)
     assert sc.violation == "no_rescue" and sc.progress_ratio == 0.75
 
@@ -271,7 +275,7 @@ def test_a_judge_scores_parsed_answers_too() -> None:
     row = FAMILY.generate_candidate(params, 7, 0).row
     assert row is not None
     facts, gold = list(row["facts"]), gold_plan(row)
-    judge = Judge(facts, gold, gold_optimal=True)
+    judge = Judge(facts, gold, certified=True, optimal_plans=row["optimal_plan_count"])
     for text in answers_for(facts, gold, 3, 40):
         parsed = parse_plan(text, task_actions=ACTIONS)
         assert judge.score(parsed) == score_plan(facts, gold, parsed)

@@ -12,6 +12,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
@@ -33,14 +35,27 @@ from horizonbench.models.factory import build_model
 from horizonbench.models.rate_limit import RateLimiter
 from horizonbench.models.retry import RetryPolicy
 from horizonbench.schemas.config import Config, ModelSpec
-from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA
+from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA, with_version
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.layout import ATTEMPTS_REL, PROMPTS_REL, instances_rel
 from horizonbench.tasks.rollouts import RolloutConversation
-from horizonbench.tasks.storage import rows_to_table, write_table
+from horizonbench.tasks.storage import atomic_path, rows_to_table, write_table
 from horizonbench.tasks.table_parts import read_parts
 
 RUN_TAG_REL = "attempts/run_tag"
+#: rows per row group of the attempts table
+ATTEMPT_ROW_GROUP = 5_000
+
+
+def write_attempts(table: pa.Table, dest: Path) -> Path:
+    """The attempts table, in row groups of ``ATTEMPT_ROW_GROUP`` rows: the score stage
+    streams it a slice at a time (answers run to kilobytes each)."""
+    table = table.replace_schema_metadata(with_version(table.schema, "attempts").metadata)
+    with atomic_path(dest) as tmp:
+        pq.write_table(
+            table, tmp, compression="zstd", write_statistics=True, row_group_size=ATTEMPT_ROW_GROUP
+        )
+    return dest
 
 
 def instance_rows(run: Path, family: str) -> list[dict[str, Any]]:
@@ -293,7 +308,7 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
                 c["failed"],
                 c["cost_usd_this_run"],
             )
-    write_table(rows_to_table(rows, ATTEMPTS_SCHEMA), run_dir / ATTEMPTS_REL, "attempts")
+    write_attempts(rows_to_table(rows, ATTEMPTS_SCHEMA), run_dir / ATTEMPTS_REL)
     if budget.exhausted:
         logger.warning(
             "evaluation.budget_usd (%.2f) reached: later calls were not sent", budget.limit_usd or 0

@@ -92,11 +92,18 @@ def gold_plan(row: Mapping[str, Any]) -> tuple[Step, ...]:
     return tuple(Step(str(s["action"]), str(s["arg"])) for s in row["solution"])
 
 
+def _judge_of(row: Mapping[str, Any]) -> Judge:
+    """The judge of an instance row: its gold plan is certified legal and optimal, and
+    its optimal plans counted (``generate_candidate``)."""
+    count = row.get("optimal_plan_count")
+    gold = [(s["action"], s["arg"]) for s in row["solution"]]
+    return Judge(row["facts"], gold, certified=True, optimal_plans=None if count is None else int(count))
+
+
 @lru_cache(maxsize=16)
-def _judge(facts: tuple[str, ...], gold: tuple[Step, ...]) -> Judge:
-    """One instance's judge, shared by its attempts when they are scored one by one. An
-    instance row's gold plan is certified optimal (``generate_candidate``)."""
-    return Judge(facts, gold, gold_optimal=True)
+def _judge(facts: tuple[str, ...], gold: tuple[tuple[str, str], ...], count: int | None) -> Judge:
+    """One instance's judge, shared by its attempts when they are scored one by one."""
+    return Judge(facts, gold, certified=True, optimal_plans=count)
 
 
 class MazeFamily:
@@ -105,6 +112,8 @@ class MazeFamily:
     prompt_model: ClassVar[type[BaseModel]] = MazePrompt
     instance_schema: ClassVar[pa.Schema] = MAZE_SCHEMA
     violations: ClassVar[tuple[str, ...]] = VIOLATIONS
+    #: the columns ``score`` and ``answer_scorer`` read (the score stage ships no others)
+    score_columns: ClassVar[tuple[str, ...]] = ("instance_id", "facts", "solution", "optimal_plan_count")
 
     def generate_candidate(self, params: BaseModel, seed: int, index: int) -> Candidate:
         p = params if isinstance(params, MazeParams) else MazeParams.model_validate(params)
@@ -172,12 +181,14 @@ class MazeFamily:
         return parse_plan(text, task_actions=ACTIONS)
 
     def score(self, row: Mapping[str, Any], parsed: ParsedAnswer) -> Score:
-        return _judge(tuple(row["facts"]), gold_plan(row)).score(parsed)
+        count = row.get("optimal_plan_count")
+        gold = tuple((str(s["action"]), str(s["arg"])) for s in row["solution"])
+        return _judge(tuple(row["facts"]), gold, None if count is None else int(count)).score(parsed)
 
     def answer_scorer(self, row: Mapping[str, Any]) -> Callable[[str], Score]:
         """``lambda text: self.score(row, self.parse_answer(text))``, for the many answers
         to one instance (the score stage): the instance is prepared once."""
-        return Judge(row["facts"], gold_plan(row), gold_optimal=True).score_text
+        return _judge_of(row).score_text
 
     def offline_answer(self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float) -> str:
         return baselines.offline_answer(list(row["facts"]), gold_plan(row), kind, rng, eps)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from horizonbench.core.types import ParsedAnswer, Plan, Score, Step
 from horizonbench.datasets.maze.certificate import Solution, solve
 from horizonbench.datasets.maze.facts import World, world_from_facts
-from horizonbench.datasets.maze.rules import ACTIONS, RESCUE_TARGET, State, apply, normalize_step
+from horizonbench.datasets.maze.rules import ACTIONS, RESCUE_TARGET, State, apply, door_bits, normalize_step
 from horizonbench.datasets.plan_parser import PairReader, parse_plan
 
 
@@ -212,32 +212,61 @@ def _normal_pair(action: str, arg: str) -> Pair:
     return (s.action, s.arg)
 
 
+#: normalised pairs by raw pair, for gold plans (bounded: cleared when full)
+_NORMAL: dict[Pair, Pair] = {}
+
+
+def _normal_pairs(pairs: Sequence[Pair]) -> list[Pair]:
+    if len(_NORMAL) > 1 << 16:
+        _NORMAL.clear()
+    out = []
+    for p in pairs:
+        q = _NORMAL.get(p)
+        if q is None:
+            q = _NORMAL[p] = _normal_pair(*p)
+        out.append(q)
+    return out
+
+
 #: the parser's fast path, each pair's text read and normalised once
 _READER: PairReader[Pair] = PairReader(_normal_pair, ACTIONS)
 
 
 class Judge:
-    """Scores answers to one instance, as :func:`score_plan` does, only faster: the world,
-    the gold plan's states and its multiset are prepared once, answers of the usual form
-    are read by the parser's memoised fast path into normalised pairs (no :class:`Step`
-    per action), the leading actions equal to the gold plan are not replayed, and the
-    full search for the progress ratio runs only for a plan that leaves the gold plan by
-    a legal action.
+    """Scores answers to one instance, as :func:`score_plan` does, only faster: the world
+    and the gold plan's multiset are prepared once, answers of the usual form are read by
+    the parser's memoised fast path into normalised pairs (no :class:`Step` per action),
+    the leading actions equal to the gold plan are not replayed, and the full search for
+    the progress ratio runs only when the instance has several optimal plans and the
+    answer leaves the gold plan by a legal action.
 
-    ``gold_optimal``: the gold plan is known to be of optimal length (an instance row,
-    certified when generated). Only then do its states count as on an optimal plan
-    without the search; otherwise, and when the gold plan is not legal, every answer
-    goes through :func:`score_plan`. tests/test_maze_scoring_fast.py checks that both
-    paths give equal scores.
+    ``certified``: the gold plan is legal and of optimal length (an instance row: the
+    generator proves both); ``optimal_plans``: the number of optimal plans, if known (the
+    row's ``optimal_plan_count``). With one, the gold plan's states are the only states
+    on an optimal plan. Without ``certified`` every answer goes through
+    :func:`score_plan`. tests/test_maze_scoring_fast.py checks that both paths give
+    equal scores. ``gold``: steps, or (action, argument) pairs.
     """
 
-    def __init__(self, facts: Sequence[str], gold: Sequence[Step], *, gold_optimal: bool) -> None:
+    def __init__(
+        self,
+        facts: Sequence[str],
+        gold: Sequence[Step] | Sequence[Pair],
+        *,
+        certified: bool,
+        optimal_plans: int | None = None,
+    ) -> None:
         self.facts = tuple(facts)
-        self.gold_steps = tuple(gold)
-        self.gold = tuple(_normal_pair(s.action, s.arg) for s in gold)
+        raw: list[Pair] = (
+            [(s.action, s.arg) for s in gold]  # type: ignore[union-attr]
+            if gold and isinstance(gold[0], Step)
+            else [(str(a), str(b)) for a, b in gold]  # type: ignore[misc]
+        )
+        self.raw_gold = raw
+        self.gold = tuple(_normal_pairs(raw))
         self.world = _world(self.facts)
-        #: False: every answer goes through score_plan
-        self.trusted = gold_optimal
+        self.certified = certified
+        self.unique = certified and optimal_plans == 1
         #: the state after each gold action, as far as an answer has followed it
         self.states: list[State] = []
         counts = Counter(self.gold)
@@ -246,25 +275,31 @@ class Judge:
         self.gold_repeated = [(s, c) for s, c in counts.items() if c > 1]
         self._sol: Solution | None = None
 
-    def _gold_states(self, k: int) -> list[State] | None:
-        """The states after the first ``k`` gold actions by score_plan's first pass, or
-        None (and the judge no longer trusted) when the gold plan fails it there."""
+    def _gold_states(self, k: int) -> list[State]:
+        """The states after the first ``k`` gold actions (at least), which a certified gold
+        plan takes legally: its actions' effects alone, without checking them."""
         world, gold, after = self.world, self.gold, self.states
+        if len(after) >= k:
+            return after
+        index, bits = world.index, door_bits(world)
+        if not after:
+            after.append((world.start, 0, 0, -1))  # type: ignore[arg-type]
+        room, held, unlocked, pending = after[-1]
         for i in range(len(after), k):
             action, arg = gold[i]
-            if i == 0:
-                if world.start is None or action != "start" or arg != world.rooms[world.start]:
-                    self.trusted = False
-                    return None
-                after.append((world.start, 0, 0, -1))
+            if action == "move_to":
+                room = index[arg]
+            elif action == "pick_up_key":
+                held |= 1 << int(arg)
+            elif action == "use_key":
+                pending = int(arg)
+                after.append((room, held, unlocked, pending))
                 continue
-            state, bad = (after[-1], "after_rescue") if i > 1 and gold[i - 1][0] == "rescue" else (None, None)
-            if bad is None:
-                state, bad = apply(world, after[-1], Step(action, arg))
-            if bad is not None:
-                self.trusted = False
-                return None
-            after.append(state)
+            elif action == "unlock_and_open_door_to":
+                nb = index[arg]
+                unlocked |= bits[(room, nb) if room < nb else (nb, room)]
+            pending = -1
+            after.append((room, held, unlocked, pending))
         return after
 
     def score_text(self, text: str) -> Score:
@@ -277,7 +312,7 @@ class Judge:
     def score(self, parsed: ParsedAnswer) -> Score:
         if parsed.plan is None:
             return _invalid(parsed.error)
-        return self.score_pairs([_normal_pair(s.action, s.arg) for s in parsed.plan])
+        return self.score_pairs(_normal_pairs([(s.action, s.arg) for s in parsed.plan]))
 
     def score_pairs(self, plan: Sequence[Pair]) -> Score:
         """Score a plan of normalised (action, argument) pairs."""
@@ -287,9 +322,10 @@ class Judge:
         for k0 in range(min(size, n) + 1):  # noqa: B007
             if k0 == size or k0 == n or plan[k0] != gold[k0]:
                 break
-        states = self._gold_states(k0) if self.trusted else None
-        if states is None:
-            return score_plan(self.facts, self.gold_steps, ParsedAnswer(tuple(Step(a, b) for a, b in plan)))
+        if not self.certified:
+            gold_steps = tuple(Step(a, b) for a, b in self.raw_gold)
+            return score_plan(self.facts, gold_steps, ParsedAnswer(tuple(Step(a, b) for a, b in plan)))
+        states = self._gold_states(k0)
         exact = k0 == size == n
         if not size or not n:
             precision = recall = 0.0
@@ -340,8 +376,8 @@ class Judge:
         # plan that goes on legally past them needs the search
         if success:
             progress = n
-        elif len(after) <= k0:
-            progress = len(after)
+        elif len(after) <= k0 or self.unique:
+            progress = k0
         else:
             progress = _progress_pairs(plan, after, self._search())
         if valid and not success:

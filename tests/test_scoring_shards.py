@@ -1,0 +1,228 @@
+"""The score stage in shards: the scores table is the same bytes in-process, on a
+LocalCluster with one or two workers, and for any shard size, and the same rows as
+scoring every attempt at once; rollout episodes stay whole; sweep labels share ids."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from horizonbench.core.registry import get_family
+from horizonbench.datasets.shards import generate_shard
+from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, SCORES_SCHEMA
+from horizonbench.tasks.evaluate import write_attempts
+from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
+from horizonbench.tasks.score_shards import ScoresWriter, episode_cuts, score_rows, score_table
+from horizonbench.tasks.table_parts import PartWriter, read_parts
+
+MAZE = {"grid_rows": 6, "grid_cols": 6, "num_keys": 2, "num_keys_mode": "at_most", "shuffle_ratio": 1.0}
+#: two sweep settings of one maze family (same seeds: the same ids) and a puzzle family
+#: answered both as whole plans and step by step
+FAMILIES: dict[str, tuple[dict[str, Any], int]] = {
+    "maze@noise-0": ({**MAZE, "noise_ratio": 0.0}, 40),
+    "maze@noise-1": ({**MAZE, "noise_ratio": 1.0}, 25),
+    "hanoi": ({"ns": [1, 2, 3, 4]}, 12),
+}
+MODELS = [("oracle", "oracle", 0.0), ("noisy", "noisy", 0.1), ("random", "random", 0.0)]
+SAMPLES = 3
+
+
+def _attempt(model: str, label: str, iid: str, sample: int, turn: int, mode: str, text: str | None) -> dict:
+    return {
+        "attempt_key": f"{model}/{label}/{iid}/{sample}/{turn}",
+        "model": model,
+        "instance_id": iid,
+        "family": label,
+        "sample": sample,
+        "turn": turn,
+        "mode": mode,
+        "prompt_sha256": "0" * 64,
+        "response": text,
+        "finish_reason": None if text is None else "stop",
+        "input_tokens": 1,
+        "output_tokens": 1,
+        "latency_s": 0.0,
+        "cost_usd": 0.0,
+        "error": None if text is not None else "429",
+        "error_class": None if text is not None else "rate_limit",
+        "tries": 1,
+        "reused": False,
+        "via_batch": False,
+        "served_model": None,
+        "system_fingerprint": None,
+    }
+
+
+def make_run(root: Path, seed: int = 3) -> Path:
+    """A run folder with instance tables (parts of 8 rows, row groups of 4) and an
+    attempts table in the evaluate stage's order: model, label, instance, sample, with a
+    few unanswered attempts and rollout episodes."""
+    rnd = random.Random(seed)
+    rows_of: dict[str, list[dict]] = {}
+    for label, (params, count) in FAMILIES.items():
+        family = get_family(label)
+        rows = [r for _, _, r, rej in generate_shard(label, params, seed, 0, count) if rej is None]
+        rows_of[label] = rows
+        with PartWriter(root / instances_rel(label), family.instance_schema, "instances", 8, 4) as w:
+            w.write(pa.Table.from_pylist(rows, schema=family.instance_schema))
+    attempts = []
+    for model, kind, eps in MODELS:
+        for label, rows in rows_of.items():
+            family = get_family(label)
+            for row in rows:
+                for sample in range(SAMPLES):
+                    rng = np.random.default_rng(rnd.randrange(2**32))
+                    text = family.offline_answer(row, kind, rng, eps) if rnd.random() > 0.05 else None
+                    attempts.append(_attempt(model, label, row["instance_id"], sample, 0, "plan", text))
+        if kind == "random":
+            continue
+        family = get_family("hanoi")
+        for row in rows_of["hanoi"]:
+            for sample in range(SAMPLES):
+                rng = np.random.default_rng(rnd.randrange(2**32))
+                ep = family.episode(row)
+                while not ep.done:
+                    state = family.puzzle.format_state(ep.state)
+                    text = family.offline_step(row, state, kind, rng, eps)
+                    if rnd.random() < 0.02:  # a failed step: the episode is unanswered
+                        attempts.append(
+                            _attempt(model, "hanoi", row["instance_id"], sample, ep.steps, "rollout", None)
+                        )
+                        break
+                    attempts.append(
+                        _attempt(model, "hanoi", row["instance_id"], sample, ep.steps, "rollout", text)
+                    )
+                    ep.feed(text, "stop")
+    write_attempts(pa.Table.from_pylist(attempts, schema=ATTEMPTS_SCHEMA), root / ATTEMPTS_REL)
+    return root
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    return make_run(tmp_path_factory.mktemp("run"))
+
+
+def folders(run: Path) -> dict[str, Path]:
+    return {label: run / instances_rel(label) for label in FAMILIES}
+
+
+def score(run: Path, name: str, client: Any = None, shard_rows: int | None = None) -> bytes:
+    dest = run / "out" / name / "scores.parquet"
+    score_table(run / ATTEMPTS_REL, folders(run), dest, client, shard_rows=shard_rows)
+    return dest.read_bytes()
+
+
+def all_at_once(run: Path) -> pa.Table:
+    """Every attempt scored in one call, from whole instance rows."""
+    attempts = pq.read_table(run / ATTEMPTS_REL).to_pylist()
+    instances = {
+        (label, r["instance_id"]): r
+        for label in FAMILIES
+        for r in read_parts(run / instances_rel(label)).to_pylist()
+    }
+    return pa.Table.from_pylist(score_rows(attempts, instances), schema=SCORES_SCHEMA)
+
+
+def test_the_attempts_table_has_bounded_row_groups(tmp_path: Path, run: Path) -> None:
+    rows = pq.read_table(run / ATTEMPTS_REL).slice(0, 100).to_pylist() * 120
+    write_attempts(pa.Table.from_pylist(rows, schema=ATTEMPTS_SCHEMA), tmp_path / "a.parquet")
+    meta = pq.ParquetFile(tmp_path / "a.parquet").metadata
+    assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [5_000, 5_000, 2_000]
+
+
+def test_shards_give_the_rows_of_scoring_all_at_once_and_the_same_bytes_for_any_shard_size(run: Path) -> None:
+    adaptive = score(run, "adaptive")
+    table = pq.read_table(run / "out" / "adaptive" / "scores.parquet")
+    want = all_at_once(run)
+    assert table.equals(want.replace_schema_metadata(table.schema.metadata))
+    assert b"schema_version" in table.schema.metadata
+    # every attempt of a whole plan has its row, every episode one
+    n_plans = pq.read_table(run / ATTEMPTS_REL, filters=[("mode", "=", "plan")]).num_rows
+    assert table.num_rows > n_plans and set(table["mode"].to_pylist()) == {"plan", "rollout"}
+    assert not all(table["answered"].to_pylist())
+    for size in (1, 7, 500, 100_000):
+        assert score(run, f"fixed-{size}", shard_rows=size) == adaptive, size
+
+
+def test_episodes_are_never_cut(run: Path) -> None:
+    with pq.ParquetFile(run / ATTEMPTS_REL) as pf:
+        cuts = episode_cuts(pf)
+        keys = pf.read(columns=["model", "instance_id", "sample", "mode"]).to_pylist()
+    assert cuts is not None and cuts.any() and not cuts[0] and not cuts[-1]
+    for p in range(1, len(keys)):
+        a, b = keys[p - 1], keys[p]
+        same_episode = a["mode"] == b["mode"] == "rollout" and (
+            a["model"],
+            a["instance_id"],
+            a["sample"],
+        ) == (
+            b["model"],
+            b["instance_id"],
+            b["sample"],
+        )
+        assert bool(cuts[p]) == same_episode
+
+
+def test_scattered_episodes_and_a_shuffled_table_score_as_all_at_once(tmp_path: Path, run: Path) -> None:
+    other = tmp_path / "shuffled"
+    for label in FAMILIES:
+        src = run / instances_rel(label)
+        dest = other / instances_rel(label)
+        dest.mkdir(parents=True)
+        for f in src.iterdir():
+            (dest / f.name).write_bytes(f.read_bytes())
+    rows = pq.read_table(run / ATTEMPTS_REL).to_pylist()
+    random.Random(1).shuffle(rows)
+    write_attempts(pa.Table.from_pylist(rows, schema=ATTEMPTS_SCHEMA), other / ATTEMPTS_REL)
+    got = score(other, "s", shard_rows=50)
+    table = pq.read_table(other / "out" / "s" / "scores.parquet")
+    assert table.equals(all_at_once(other).replace_schema_metadata(table.schema.metadata))
+    assert got == score(other, "t", shard_rows=3_000)
+
+
+def test_an_attempt_of_an_unknown_instance_is_an_error(tmp_path: Path, run: Path) -> None:
+    rows = pq.read_table(run / ATTEMPTS_REL).slice(0, 3).to_pylist()
+    rows[1]["instance_id"] = "maze-nope"
+    write_attempts(pa.Table.from_pylist(rows, schema=ATTEMPTS_SCHEMA), tmp_path / ATTEMPTS_REL)
+    with pytest.raises(KeyError, match="maze-nope"):
+        score_table(tmp_path / ATTEMPTS_REL, folders(run), tmp_path / "scores.parquet")
+    assert not list(tmp_path.glob(".scores.parquet*"))  # the temporary file is gone
+
+
+def test_an_empty_attempts_table_gives_an_empty_scores_table(tmp_path: Path, run: Path) -> None:
+    write_attempts(pa.Table.from_pylist([], schema=ATTEMPTS_SCHEMA), tmp_path / ATTEMPTS_REL)
+    assert score_table(tmp_path / ATTEMPTS_REL, folders(run), tmp_path / "scores.parquet") == 0
+    assert pq.read_table(tmp_path / "scores.parquet").num_rows == 0
+
+
+def test_the_writer_cuts_row_groups_at_fixed_counts(tmp_path: Path, run: Path) -> None:
+    table = all_at_once(run)
+    for name, chunks in (("a", [table]), ("b", [table.slice(i, 37) for i in range(0, table.num_rows, 37)])):
+        w = ScoresWriter(tmp_path / name / "scores.parquet", row_group_rows=100)
+        for c in chunks:
+            w.write(c)
+        w.close()
+    assert (tmp_path / "a" / "scores.parquet").read_bytes() == (
+        tmp_path / "b" / "scores.parquet"
+    ).read_bytes()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_same_bytes_on_a_local_cluster(run: Path, workers: int) -> None:
+    from distributed import Client, LocalCluster
+
+    want = score(run, "in-process")
+    with (
+        LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        assert score(run, f"cluster-{workers}", client) == want
+        assert score(run, f"cluster-{workers}-small", client, shard_rows=300) == want
