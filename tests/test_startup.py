@@ -273,6 +273,14 @@ def test_a_new_prefect_home_starts_from_the_template_the_first_one_saved(tmp_pat
         PREFECT_API_DATABASE_CONNECTION_URL=f"sqlite+aiosqlite:///{tmp_path / 'elsewhere.db'}",
     )
     assert custom["db"] is None
+    # ... or in a profile of the new home
+    home = tmp_path / "home-4"
+    home.mkdir()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'profiled.db'}"
+    (home / "profiles.toml").write_text(
+        f'active = "default"\n[profiles.default]\nPREFECT_API_DATABASE_CONNECTION_URL = "{url}"\n'
+    )
+    assert _template_probe(tmp_path, home, "none")["db"] is None
 
 
 # --- the shared LocalCluster ----------------------------------------------------------------
