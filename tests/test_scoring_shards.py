@@ -15,7 +15,9 @@ import pytest
 
 from horizonbench.core.registry import get_family
 from horizonbench.datasets.shards import generate_shard
+from horizonbench.schemas.config import DaskSpec
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, SCORES_SCHEMA
+from horizonbench.tasks.cluster import dask_client
 from horizonbench.tasks.evaluate import write_attempts
 from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
 from horizonbench.tasks.score_shards import ScoresWriter, episode_cuts, score_rows, score_table
@@ -226,3 +228,6 @@ def test_the_same_bytes_on_a_local_cluster(run: Path, workers: int) -> None:
     ):
         assert score(run, f"cluster-{workers}", client) == want
         assert score(run, f"cluster-{workers}-small", client, shard_rows=300) == want
+        # an existing scheduler, as ``--dask-address`` gives it
+        with dask_client(DaskSpec(address=cluster.scheduler_address)) as external:
+            assert score(run, f"external-{workers}", external, shard_rows=200) == want

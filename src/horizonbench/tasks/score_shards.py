@@ -344,12 +344,13 @@ def episode_cuts(pf: pq.ParquetFile) -> np.ndarray | None:
 
 
 class ShardSizer:
-    """Attempts per shard: about ``target_seconds`` of worker CPU, between MIN and MAX
-    (MAX bounds the bytes in flight: responses run to kilobytes); fixed if given."""
+    """Attempts per shard: about ``target_seconds`` of worker CPU (short, so that the
+    last shards end together), between MIN and MAX (MAX bounds the bytes in flight:
+    responses run to kilobytes); fixed if given."""
 
     MIN, MAX, FIRST = 200, 5_000, 500
 
-    def __init__(self, fixed: int | None, target_seconds: float = 0.5) -> None:
+    def __init__(self, fixed: int | None, target_seconds: float = 0.25) -> None:
         self.fixed = fixed
         self.target = target_seconds
         self.per_attempt: float | None = None
@@ -463,7 +464,7 @@ def score_table(
     With a Dask ``client`` up to ``window`` shards are in flight and their results are
     written in shard order as they come; without one each shard is scored here, by the
     same function, giving the same bytes. ``shard_rows`` fixes the shard size (default:
-    about half a second of worker CPU).
+    about a quarter second of worker CPU).
     """
     indexes: dict[str, InstanceIndex] = {}
 
