@@ -267,7 +267,8 @@ def main() -> int:
         for name in names:
             b_med_s, b_rng, b_med = _fmt([r[name] for r in base if r.get(name) is not None])
             o_med_s, o_rng, o_med = _fmt([r[name] for r in opt if r.get(name) is not None])
-            ratio = f"{o_med / b_med:6.2f}" if o_med is not None and b_med else "     -"
+            usable = o_med is not None and b_med and not name.startswith("other load")
+            ratio = f"{o_med / b_med:6.2f}" if usable else "     -"
             print(f"{name:42s} {b_med_s:>8s} {b_rng:>11s} {o_med_s:>9s} {o_rng:>11s} {ratio:>7s}")
         totals = [r["total wall time"] for r in opt]
         if totals:

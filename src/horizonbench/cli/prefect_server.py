@@ -315,7 +315,7 @@ def prefect_api(warm_up: Callable[[], Any] | None = None) -> Iterator[str | None
     when it runs); the server is stopped whatever it raises.
     """
     if os.environ.get("PREFECT_API_URL"):
-        if warm_up is not None:
+        if warm_up is not None and not sequential():
             warm_up()
         yield os.environ["PREFECT_API_URL"]
         return
