@@ -264,7 +264,7 @@ class Judge:
         )
         self.raw_gold = raw
         self.gold = tuple(_normal_pairs(raw))
-        self.world = _world(self.facts)
+        self._world: World | None = None
         self.certified = certified
         self.unique = certified and optimal_plans == 1
         #: the state after each gold action, as far as an answer has followed it
@@ -274,6 +274,14 @@ class Judge:
         self.gold_once = frozenset(s for s, c in counts.items() if c == 1)
         self.gold_repeated = [(s, c) for s, c in counts.items() if c > 1]
         self._sol: Solution | None = None
+
+    @property
+    def world(self) -> World:
+        """The world of the facts, read when an answer first needs it (an exact answer,
+        or one with no plan, does not)."""
+        if self._world is None:
+            self._world = _world(self.facts)
+        return self._world
 
     def _gold_states(self, k: int) -> list[State]:
         """The states after the first ``k`` gold actions (at least), which a certified gold
@@ -316,7 +324,7 @@ class Judge:
 
     def score_pairs(self, plan: Sequence[Pair]) -> Score:
         """Score a plan of normalised (action, argument) pairs."""
-        gold, world = self.gold, self.world
+        gold = self.gold
         n, size = len(gold), len(plan)
         k0 = 0  # leading actions equal to the gold plan's
         for k0 in range(min(size, n) + 1):  # noqa: B007
@@ -325,7 +333,6 @@ class Judge:
         if not self.certified:
             gold_steps = tuple(Step(a, b) for a, b in self.raw_gold)
             return score_plan(self.facts, gold_steps, ParsedAnswer(tuple(Step(a, b) for a, b in plan)))
-        states = self._gold_states(k0)
         exact = k0 == size == n
         if not size or not n:
             precision = recall = 0.0
@@ -344,6 +351,34 @@ class Judge:
         else:
             positional = 0.0
 
+        violation: str | None = None
+        first_bad: int | None = None
+        if exact and n:  # a certified gold plan: legal, rescues at its end, of optimal length
+            valid = success = True
+            progress = n
+        else:
+            valid, success, progress, violation, first_bad = self._replay(plan, k0)
+        if valid and not success:
+            violation, first_bad = "suboptimal", progress
+        return Score(
+            success=success,
+            valid=valid,
+            exact_match=exact,
+            progress_ratio=min(progress, n) / n if n else 0.0,
+            precision=precision,
+            recall=recall,
+            plan_length=size,
+            violation=violation,
+            first_violation_step=first_bad,
+            extra={"parse_error": None, "precision_multiset": precision, "precision_positional": positional},
+        )
+
+    def _replay(self, plan: Sequence[Pair], k0: int) -> tuple[bool, bool, int, str | None, int | None]:
+        """score_plan's two passes for a plan that is not the gold plan: (valid, success,
+        progress, violation, first violation step)."""
+        gold, world = self.gold, self.world
+        n, size = len(gold), len(plan)
+        states = self._gold_states(k0)
         # pass 1, from where the plan leaves the gold plan (its states are known)
         violation: str | None = None
         first_bad: int | None = None
@@ -380,20 +415,7 @@ class Judge:
             progress = k0
         else:
             progress = _progress_pairs(plan, after, self._search())
-        if valid and not success:
-            violation, first_bad = "suboptimal", progress
-        return Score(
-            success=success,
-            valid=valid,
-            exact_match=exact,
-            progress_ratio=min(progress, n) / n if n else 0.0,
-            precision=precision,
-            recall=recall,
-            plan_length=size,
-            violation=violation,
-            first_violation_step=first_bad,
-            extra={"parse_error": None, "precision_multiset": precision, "precision_positional": positional},
-        )
+        return valid, success, progress, violation, first_bad
 
     def _search(self) -> Solution:
         if self._sol is None:
