@@ -166,8 +166,11 @@ def straightforward(run: Path, general: bool) -> tuple[float, int]:
 # ---------------------------------------------------------------------------------------------
 
 
-def shard_function(run: Path) -> tuple[float, int]:
-    """CPU seconds of ``score_shard`` alone over the table's shards (payloads built first)."""
+def shard_function(run: Path, rows: int) -> tuple[float, int]:
+    """CPU seconds of ``score_shard`` alone over the table's shards of ``rows`` attempts
+    (payloads built first). With ``rows`` = one model's attempts, each shard holds one
+    model's answers, as the stage's shards of a large run do: each instance's judge (its
+    world read from the facts) is made once per model, for ``SAMPLES`` answers."""
     from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
     from horizonbench.tasks.score_shards import (
         InstanceIndex,
@@ -179,9 +182,7 @@ def shard_function(run: Path) -> tuple[float, int]:
 
     index = InstanceIndex(run / instances_rel(LABEL), LABEL)
     with pq.ParquetFile(run / ATTEMPTS_REL) as pf:
-        payloads = [
-            shard_payload(s, lambda _label: index) for s in iter_shards(pf, ShardSizer(ShardSizer.MAX), None)
-        ]
+        payloads = [shard_payload(s, lambda _label: index) for s in iter_shards(pf, ShardSizer(rows), None)]
     cpu = 0.0
     n = 0
     for attempts, instances in payloads:
@@ -258,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
             rates["general"].append(n / cpu)
             cpu, n = straightforward(small, general=False)
             rates["parse_plan"].append(n / cpu)
-            cpu, n = shard_function(small)
+            cpu, n = shard_function(small, n_small * SAMPLES)
             rates["shard"].append(n_answered / cpu)
             _, cpu, n = stage(small, Path(tmp) / f"s{rep}.parquet")
             rates["stage"].append(n_answered / cpu)
@@ -318,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
             med["parse_plan"],
             med["parse_plan"] / med["general"],
         ),
-        ("score_shard (the worker's function)", med["shard"], med["shard"] / med["general"]),
+        ("score_shard (the worker's function), a model a shard", med["shard"], med["shard"] / med["general"]),
         ("score_table in-process (read, ship, score, write)", med["stage"], med["stage"] / med["general"]),
     ]
     width = max(len(label) for label, _, _ in lines)
