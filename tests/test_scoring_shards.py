@@ -20,7 +20,7 @@ from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, SCORES_SCHEMA
 from horizonbench.tasks.cluster import dask_client
 from horizonbench.tasks.evaluate import write_attempts
 from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
-from horizonbench.tasks.score_shards import ScoresWriter, episode_cuts, score_rows, score_table
+from horizonbench.tasks.score_shards import episode_cuts, score_rows, score_table, scores_writer
 from horizonbench.tasks.table_parts import PartWriter, read_parts
 
 MAZE = {"grid_rows": 6, "grid_cols": 6, "num_keys": 2, "num_keys_mode": "at_most", "shuffle_ratio": 1.0}
@@ -206,7 +206,7 @@ def test_an_empty_attempts_table_gives_an_empty_scores_table(tmp_path: Path, run
 def test_the_writer_cuts_row_groups_at_fixed_counts(tmp_path: Path, run: Path) -> None:
     table = all_at_once(run)
     for name, chunks in (("a", [table]), ("b", [table.slice(i, 37) for i in range(0, table.num_rows, 37)])):
-        w = ScoresWriter(tmp_path / name / "scores.parquet", row_group_rows=100)
+        w = scores_writer(tmp_path / name / "scores.parquet", row_group_rows=100)
         for c in chunks:
             w.write(c)
         w.close()

@@ -78,8 +78,23 @@ class ShardBatch:
     cpu_seconds: float
 
     def table(self) -> pa.Table:
-        with pa.ipc.open_stream(self.rows) as reader:
-            return reader.read_all()
+        return from_ipc(self.rows)
+
+
+_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """A table as one zstd-compressed Arrow IPC stream: how shards travel to the client."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
+
+
+def from_ipc(data: bytes) -> pa.Table:
+    with pa.ipc.open_stream(data) as reader:
+        return reader.read_all()
 
 
 def generate_shard_batch(
@@ -95,9 +110,5 @@ def generate_shard_batch(
     result = generate_shard(family_name, params, root_seed, start, stop, wanted)
     schema = get_family(family_name).instance_schema
     table = pa.Table.from_pylist([row for _, _, row, _ in result if row is not None], schema=schema)
-    sink = pa.BufferOutputStream()
-    options = pa.ipc.IpcWriteOptions(compression="zstd")
-    with pa.ipc.new_stream(sink, schema, options=options) as writer:
-        writer.write_table(table)
     outcomes = [(index, length, rejection, row is not None) for index, length, row, rejection in result]
-    return ShardBatch(outcomes, sink.getvalue().to_pybytes(), time.thread_time() - began)
+    return ShardBatch(outcomes, to_ipc(table), time.thread_time() - began)

@@ -15,7 +15,6 @@ No Prefect here: a worker imports this module only.
 
 from __future__ import annotations
 
-import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping
@@ -30,11 +29,11 @@ import pyarrow.parquet as pq
 
 from horizonbench.core.registry import get_family
 from horizonbench.core.types import Score
-from horizonbench.schemas.tables import SCORES_SCHEMA, with_version
+from horizonbench.datasets.shards import from_ipc, to_ipc
+from horizonbench.schemas.tables import SCORES_SCHEMA
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.rollouts import score_rollout
-from horizonbench.tasks.storage import umask_bits
-from horizonbench.tasks.table_parts import part_files
+from horizonbench.tasks.table_parts import TableWriter, part_files
 
 #: the attempt columns scoring reads
 ATTEMPT_COLUMNS = (
@@ -53,7 +52,6 @@ ROW_COLUMNS = ("instance_id", "solution_length", "num_keys", "noise_ratio", "shu
 #: rows per row group of the scores table
 SCORE_ROW_GROUP = 5_000
 #: zstd: as cheap as LZ4 here (measured: the same client and worker CPU), in smaller messages
-_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,18 +179,6 @@ def _unanswered(att: Mapping[str, Any], row: Mapping[str, Any], error_class: str
         "move_legality_rate": None,
         "steps_taken": None,
     }
-
-
-def to_ipc(table: pa.Table) -> bytes:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
-
-
-def from_ipc(data: bytes) -> pa.Table:
-    with pa.ipc.open_stream(data) as reader:
-        return reader.read_all()
 
 
 @dataclass(frozen=True)
@@ -401,52 +387,9 @@ def shard_payload(shard: pa.Table, indexes: Callable[[str], InstanceIndex]) -> t
     return to_ipc(shard.combine_chunks()), instances
 
 
-class ScoresWriter:
-    """The scores table, written as shards arrive: row groups of ``SCORE_ROW_GROUP`` rows
-    (one contiguous chunk per column), to a temporary name renamed at ``close``."""
-
-    def __init__(self, dest: Path, row_group_rows: int = SCORE_ROW_GROUP) -> None:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        self.dest = dest
-        self.tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        self.schema = with_version(SCORES_SCHEMA, "scores")
-        self.row_group_rows = row_group_rows
-        self.rows = 0
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
-        self._writer = pq.ParquetWriter(self.tmp, self.schema, compression="zstd", write_statistics=True)
-
-    def write(self, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
-        if table.schema.equals(self.schema):
-            table = table.replace_schema_metadata(self.schema.metadata)
-        else:
-            table = table.cast(self.schema)
-        self._pending.append(table)
-        self._pending_rows += table.num_rows
-        while self._pending_rows >= self.row_group_rows:
-            self._flush(self.row_group_rows)
-
-    def _flush(self, n: int) -> None:
-        whole = pa.concat_tables(self._pending)
-        group, rest = whole.slice(0, n), whole.slice(n)
-        self._pending = [rest] if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-        self._writer.write_table(group.combine_chunks(), row_group_size=n)
-        self.rows += n
-
-    def close(self) -> Path:
-        if self._pending_rows:
-            self._flush(self._pending_rows)
-        self._writer.close()
-        os.chmod(self.tmp, 0o666 & ~umask_bits())
-        os.replace(self.tmp, self.dest)
-        return self.dest
-
-    def abort(self) -> None:
-        self._writer.close()
-        self.tmp.unlink(missing_ok=True)
+def scores_writer(dest: Path, row_group_rows: int = SCORE_ROW_GROUP) -> TableWriter:
+    """The scores table, written as shards arrive, renamed into place at ``close``."""
+    return TableWriter(dest, SCORES_SCHEMA, "scores", row_group_rows)
 
 
 def score_table(
@@ -479,7 +422,7 @@ def score_table(
         workers = len(client.scheduler_info().get("workers", {})) or 1
         window = 3 * workers
     sizer = ShardSizer(shard_rows)
-    writer = ScoresWriter(dest)
+    writer = scores_writer(dest)
     inflight: deque[Any] = deque()
 
     def take(batch: ScoreBatch, bar: prog.Progress) -> None:

@@ -53,6 +53,94 @@ def iter_batches(
             yield from pf.iter_batches(batch_size=batch_rows, columns=list(columns) if columns else None)
 
 
+class _RowGroups:
+    """Cut rows into groups of ``n`` whatever batches they arrive in; each group one
+    contiguous chunk per column, so its bytes do not depend on how the rows arrived."""
+
+    def __init__(self, schema: pa.Schema, n: int) -> None:
+        self.schema = schema
+        self.n = n
+        self._pending: list[pa.Table] = []
+        self.pending_rows = 0
+
+    def add(self, table: pa.Table) -> Iterator[pa.Table]:
+        if not table.num_rows:
+            return
+        if table.schema.equals(self.schema):
+            table = table.replace_schema_metadata(self.schema.metadata)
+        else:
+            table = table.cast(self.schema)
+        self._pending.append(table)
+        self.pending_rows += table.num_rows
+        while self.pending_rows >= self.n:
+            yield self._take(self.n)
+
+    def rest(self) -> pa.Table | None:
+        return self._take(self.pending_rows) if self.pending_rows else None
+
+    def _take(self, n: int) -> pa.Table:
+        whole = pa.concat_tables(self._pending)
+        group, rest = whole.slice(0, n), whole.slice(n)
+        self._pending = [rest] if rest.num_rows else []
+        self.pending_rows = rest.num_rows
+        return group.combine_chunks()
+
+
+class _ParquetFile:
+    """One Parquet file written a row group at a time to a temporary name beside
+    ``dest``, renamed into place by ``close`` (``abort`` leaves nothing)."""
+
+    def __init__(self, dest: Path, schema: pa.Schema) -> None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        self.dest = dest
+        self.tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+        self.rows = 0
+        self._writer = pq.ParquetWriter(self.tmp, schema, compression="zstd", write_statistics=True)
+
+    def write_group(self, group: pa.Table) -> None:
+        self._writer.write_table(group, row_group_size=max(1, group.num_rows))
+        self.rows += group.num_rows
+
+    def close(self) -> Path:
+        self._writer.close()
+        os.chmod(self.tmp, 0o666 & ~umask_bits())
+        os.replace(self.tmp, self.dest)
+        return self.dest
+
+    def abort(self) -> None:
+        self._writer.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+class TableWriter:
+    """One table file written as rows stream in, in row groups of ``row_group_rows``
+    (tables read whole downstream, such as scores). Renamed into place at ``close``."""
+
+    def __init__(
+        self, dest: Path, schema: pa.Schema, table: str, row_group_rows: int = ROW_GROUP_ROWS
+    ) -> None:
+        schema = with_version(schema, table)
+        self._groups = _RowGroups(schema, row_group_rows)
+        self._file = _ParquetFile(dest, schema)
+
+    @property
+    def rows(self) -> int:
+        return self._file.rows
+
+    def write(self, table: pa.Table) -> None:
+        for group in self._groups.add(table):
+            self._file.write_group(group)
+
+    def close(self) -> Path:
+        rest = self._groups.rest()
+        if rest is not None:
+            self._file.write_group(rest)
+        return self._file.close()
+
+    def abort(self) -> None:
+        self._file.abort()
+
+
 class PartWriter:
     """Append rows in their final order; row groups and parts are cut at fixed counts.
 
@@ -74,72 +162,43 @@ class PartWriter:
         self.folder = folder
         self.schema = with_version(schema, table)
         self.part_rows = part_rows
-        self.row_group_rows = row_group_rows
         self.rows = 0
         self.parts: list[Path] = []
-        self._pending: list[pa.Table] = []
-        self._pending_rows = 0
-        self._writer: pq.ParquetWriter | None = None
-        self._tmp: Path | None = None
-        self._in_part = 0
+        self._groups = _RowGroups(self.schema, row_group_rows)
+        self._file: _ParquetFile | None = None
         folder.mkdir(parents=True, exist_ok=True)
         for stale in part_files(folder):  # a rerun into staging starts the table afresh
             stale.unlink()
 
     def write(self, table: pa.Table) -> None:
-        if not table.num_rows:
-            return
-        self._pending.append(table.cast(self.schema) if table.schema != self.schema else table)
-        self._pending_rows += table.num_rows
-        while self._pending_rows >= self.row_group_rows:
-            self._flush(self.row_group_rows)
+        for group in self._groups.add(table):
+            self._write_group(group)
 
-    def _flush(self, n: int) -> None:
-        whole = pa.concat_tables(self._pending)
-        group, rest = whole.slice(0, n), whole.slice(n)
-        self._pending = [rest] if rest.num_rows else []
-        self._pending_rows = rest.num_rows
-        if self._writer is None:
-            self._open()
-        assert self._writer is not None
-        # one contiguous chunk per column: the bytes must not depend on how rows arrived
-        self._writer.write_table(group.combine_chunks(), row_group_size=n)
-        self.rows += n
-        self._in_part += n
-        if self._in_part >= self.part_rows:
-            self._close_part()
-
-    def _open(self) -> None:
-        dest = self.folder / part_name(len(self.parts))
-        self._tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-        self._writer = pq.ParquetWriter(self._tmp, self.schema, compression="zstd", write_statistics=True)
-        self.parts.append(dest)
-        self._in_part = 0
-
-    def _close_part(self) -> None:
-        assert self._writer is not None and self._tmp is not None
-        self._writer.close()
-        os.chmod(self._tmp, 0o666 & ~umask_bits())
-        os.replace(self._tmp, self.parts[-1])
-        self._writer = self._tmp = None
+    def _write_group(self, group: pa.Table) -> None:
+        if self._file is None:
+            self._file = _ParquetFile(self.folder / part_name(len(self.parts)), self.schema)
+        self._file.write_group(group)
+        self.rows += group.num_rows
+        if self._file.rows >= self.part_rows:
+            self.parts.append(self._file.close())
+            self._file = None
 
     def close(self) -> list[Path]:
-        if self._pending_rows:
-            self._flush(self._pending_rows)
-        if self._writer is not None:
-            self._close_part()
+        rest = self._groups.rest()
+        if rest is not None:
+            self._write_group(rest)
+        if self._file is not None:
+            self.parts.append(self._file.close())
+            self._file = None
         if not self.parts:
-            self._open()
-            self._close_part()
+            self.parts.append(_ParquetFile(self.folder / part_name(0), self.schema).close())
         return list(self.parts)
 
     def abort(self) -> None:
         """Drop the part being written (its temporary file goes); whole parts stay."""
-        if self._writer is not None and self._tmp is not None:
-            self._writer.close()
-            self._tmp.unlink(missing_ok=True)
-            self.parts.pop()
-            self._writer = self._tmp = None
+        if self._file is not None:
+            self._file.abort()
+            self._file = None
 
     def __enter__(self) -> PartWriter:
         return self
