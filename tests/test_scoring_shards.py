@@ -231,3 +231,34 @@ def test_the_same_bytes_on_a_local_cluster(run: Path, workers: int) -> None:
         # an existing scheduler, as ``--dask-address`` gives it
         with dask_client(DaskSpec(address=cluster.scheduler_address)) as external:
             assert score(run, f"external-{workers}", external, shard_rows=200) == want
+
+
+def test_the_score_task_scores_a_large_run_on_its_cluster(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stage's own choice: above ``IN_PROCESS_MAX`` attempts it starts the config's
+    LocalCluster and scores there, to the bytes an in-process scoring gives."""
+    from horizonbench.schemas.config import parse_config
+    from horizonbench.tasks import score as stage
+    from horizonbench.tasks.storage import staged
+
+    cfg = parse_config(
+        {
+            "run": {"name": "t", "seed": 3},
+            "families": {
+                label: {"params": p, "sampling": {"count": n}} for label, (p, n) in FAMILIES.items()
+            },
+            "dask": {"n_workers": 2},
+        }
+    )
+    want = score(run, "in-process-for-task")
+    clusters: list[DaskSpec] = []
+    real = stage.dask_client
+
+    def counting(spec: DaskSpec) -> Any:
+        clusters.append(spec)
+        return real(spec)
+
+    monkeypatch.setattr(stage, "dask_client", counting)
+    monkeypatch.setattr(stage, "IN_PROCESS_MAX", 0)
+    path = stage.score_attempts.fn(cfg, str(run))
+    assert path == str(staged(run, stage.SCORES_REL))
+    assert Path(path).read_bytes() == want and clusters == [cfg.dask]
