@@ -6,6 +6,7 @@ failure can be read afterwards. Tables live in staging until their suite passes.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import Any
 
@@ -179,10 +180,12 @@ def validate_parts(folder: Path, table: str, suite: Suite, run: Path) -> dict[st
     for part in parts:
         name = table if len(parts) == 1 else f"{table}/{part.stem}"
         summaries.append(validate_frame(slim_part(part, table), name, suite, run))
-    unique = [(n, kw) for n, kw in suite if n == "ExpectColumnValuesToBeUnique"]
+        # a Great Expectations run leaves reference cycles behind: without a collection
+        # each part's frame lingered and ten parts took the client from 570 to 770 MiB
+        gc.collect()
+    unique = [kw["column"] for n, kw in suite if n == "ExpectColumnValuesToBeUnique"]
     if len(parts) > 1 and unique:
-        keys = read_parts(folder, columns=[kw["column"] for _, kw in unique]).to_pandas()
-        summaries.append(validate_frame(keys, f"keys/{table}", unique, run))  # no derived columns
+        summaries.append(unique_across_parts(folder, f"keys/{table}", unique, run))
     return {
         "table": table,
         "success": all(s["success"] for s in summaries),
@@ -193,6 +196,33 @@ def validate_parts(folder: Path, table: str, suite: Suite, run: Path) -> dict[st
         ],
         "parts": len(parts),
     }
+
+
+def unique_across_parts(folder: Path, table: str, columns: list[str], run: Path) -> dict[str, Any]:
+    """The suite's uniqueness checks over every part at once, counted in Arrow one column
+    at a time: a pandas frame of a million ids, checked by Great Expectations, took
+    the client from about 570 to 890 MiB; Arrow's hash count takes a few tens."""
+    failed = []
+    for column in columns:
+        counts = pc.value_counts(read_parts(folder, columns=[column]).column(column))
+        dup = counts.filter(pc.greater(counts.field("counts"), 1))
+        if len(dup):
+            sample = dup.field("values")[:3].to_pylist()
+            failed.append(
+                f"ExpectColumnValuesToBeUnique on {column}: {len(dup)} values in more than one row "
+                f"(across parts), e.g. {sample}"
+            )
+    summary = {
+        "table": table,
+        "success": not failed,
+        "evaluated": len(columns),
+        "failed": len(failed),
+        "failures": failed,
+    }
+    safe = table.replace("/", "__")
+    write_json(summary, run / "validation" / f"{safe}.json")
+    write_text(_summary_markdown(summary), run / "validation" / f"{safe}.md")
+    return summary
 
 
 @task(name="validate", cache_policy=NONE)
