@@ -220,26 +220,4 @@ def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
                 f"; {len(st.unfilled_bins)} bins short of quota" if st.unfilled_bins else "",
             )
             stats.append(st.as_dict())
-        release_worker_memory(client)
     return stats
-
-
-def _trim() -> int:
-    """On a worker: collect garbage and hand freed heap back to the system (glibc keeps
-    it otherwise; the workers idle through validation holding what generation used)."""
-    import ctypes
-    import gc
-
-    gc.collect()
-    try:
-        return int(ctypes.CDLL("libc.so.6").malloc_trim(0))
-    except OSError:  # not glibc
-        return 0
-
-
-def release_worker_memory(client: Any) -> None:
-    """Dask's documented remedy for worker memory that is freed but not returned."""
-    try:
-        client.run(_trim)
-    except Exception:  # noqa: BLE001 - best effort: an existing cluster may refuse it
-        pass
