@@ -33,6 +33,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from typing import Any  # noqa: E402
 
 import networkx as nx  # noqa: E402
+from load import machine_busy_seconds, tree_cpu_seconds  # noqa: E402  (benchmarks/ is on the path)
 
 ROWS = COLS = 40
 NUM_KEYS = 2
@@ -421,31 +422,6 @@ def _log(msg: str) -> None:
 Job = Callable[[int], tuple[float, dict[str, Any]]]
 
 
-def _machine_busy_seconds() -> float | None:
-    """CPU seconds the whole machine has spent busy since boot (Linux), else None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as fh:
-            fields = [int(x) for x in fh.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _own_cpu_seconds() -> float:
-    """CPU seconds used by this process and its live descendants (the cluster's workers)."""
-    import psutil
-
-    me = psutil.Process()
-    total = sum(me.cpu_times()[:2])
-    for child in me.children(recursive=True):
-        try:
-            total += sum(child.cpu_times()[:2])
-        except psutil.Error:
-            pass
-    return total
-
-
 def run_rounds(reps: int, jobs: dict[str, Job]) -> dict[str, tuple[list[float], list[dict[str, Any]]]]:
     """Run every job ``reps`` times, round-robin (a, b, c, a, b, c, ...), so a burst of
     load from elsewhere on a shared machine hits all of them rather than one.
@@ -457,9 +433,9 @@ def run_rounds(reps: int, jobs: dict[str, Job]) -> dict[str, tuple[list[float], 
     out: dict[str, tuple[list[float], list[dict[str, Any]]]] = {k: ([], []) for k in jobs}
     for rep in range(reps):
         for label, job in jobs.items():
-            busy0, own0, t0 = _machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter()
+            busy0, own0, t0 = machine_busy_seconds(), tree_cpu_seconds(), time.perf_counter()
             rate, info = job(rep)
-            busy1, own1, wall = _machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter() - t0
+            busy1, own1, wall = machine_busy_seconds(), tree_cpu_seconds(), time.perf_counter() - t0
             info["own_cpu_s"] = round(own1 - own0, 3)
             if busy0 is not None and busy1 is not None and wall > 0:
                 info["others_cores"] = round(max(0.0, (busy1 - busy0) - (own1 - own0)) / wall, 2)

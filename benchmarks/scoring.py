@@ -40,6 +40,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
+from load import machine_busy_seconds, tree_cpu_seconds  # noqa: E402  (benchmarks/ is on the path)
 
 ROWS = COLS = 40
 NUM_KEYS = 2
@@ -192,31 +193,6 @@ def shard_function(run: Path, rows: int) -> tuple[float, int]:
     return cpu, n
 
 
-def _machine_busy_seconds() -> float | None:
-    """CPU seconds the whole machine has spent busy since boot (Linux), else None."""
-    try:
-        with open("/proc/stat", encoding="ascii") as fh:
-            fields = [int(x) for x in fh.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    user, nice, system, _idle, _iowait, irq, softirq, steal = fields
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _tree_cpu_seconds() -> float:
-    """CPU seconds of this process and its live descendants (the clusters' processes)."""
-    import psutil
-
-    me = psutil.Process()
-    total = sum(me.cpu_times()[:2])
-    for child in me.children(recursive=True):
-        try:
-            total += sum(child.cpu_times()[:2])
-        except psutil.Error:
-            pass
-    return total
-
-
 def stage(run: Path, dest: Path, client: Any = None) -> tuple[float, float, int]:
     """(wall seconds, this process's CPU seconds, rows) of the score stage."""
     from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
@@ -283,9 +259,9 @@ def main(argv: list[str] | None = None) -> int:
             for rep in range(reps):
                 for w, client in clients.items():
                     dest = Path(tmp) / f"c{w}-{rep}.parquet"
-                    busy0, tree0 = _machine_busy_seconds(), _tree_cpu_seconds()
+                    busy0, tree0 = machine_busy_seconds(), tree_cpu_seconds()
                     wall, cpu, _ = stage(big, dest, client)
-                    busy1, tree1 = _machine_busy_seconds(), _tree_cpu_seconds()
+                    busy1, tree1 = machine_busy_seconds(), tree_cpu_seconds()
                     walls[w].append(wall)
                     client_cpu[w].append(cpu)
                     if busy0 is not None and busy1 is not None:
