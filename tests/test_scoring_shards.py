@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from horizonbench.core.registry import get_family
 from horizonbench.datasets.shards import generate_shard
@@ -20,7 +22,16 @@ from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, SCORES_SCHEMA
 from horizonbench.tasks.cluster import dask_client
 from horizonbench.tasks.evaluate import write_attempts
 from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
-from horizonbench.tasks.score_shards import episode_cuts, score_rows, score_table, scores_writer
+from horizonbench.tasks.score_shards import (
+    MAX_SEGMENTS,
+    AttemptLayout,
+    InstanceIndex,
+    ShardSizer,
+    episode_cuts,
+    score_rows,
+    score_table,
+    scores_writer,
+)
 from horizonbench.tasks.table_parts import PartWriter, read_parts
 
 MAZE = {"grid_rows": 6, "grid_cols": 6, "num_keys": 2, "num_keys_mode": "at_most", "shuffle_ratio": 1.0}
@@ -262,3 +273,133 @@ def test_the_score_task_scores_a_large_run_on_its_cluster(run: Path, monkeypatch
     path = stage.score_attempts.fn(cfg, str(run))
     assert path == str(staged(run, stage.SCORES_REL))
     assert Path(path).read_bytes() == want and clusters == [cfg.dask]
+
+
+# ---------------------------------------------------------------------------------------------
+# shards of all answers to an instance: the layout and the reordering of their rows
+# ---------------------------------------------------------------------------------------------
+
+
+def _layout(path: Path, run: Path, max_segments: int = MAX_SEGMENTS) -> AttemptLayout:
+    indexes = {label: InstanceIndex(f, label) for label, f in folders(run).items()}
+    with pq.ParquetFile(path) as pf:
+        return AttemptLayout(pf, indexes.__getitem__, max_segments)
+
+
+def test_the_evaluate_order_is_a_few_segments_and_shards_hold_all_answers_to_their_instances(
+    run: Path,
+) -> None:
+    """Model by model, each in instance order: a segment per model (and one per model's
+    rollout episodes, which follow its plans); every shard takes all rows of its
+    instances from every segment, and each row is in exactly one shard."""
+    layout = _layout(run / ATTEMPTS_REL, run)
+    assert layout.grouped and len(layout.segments) == 5
+    table = pq.read_table(run / ATTEMPTS_REL, columns=["model", "family", "instance_id"])
+    keys = [(r["family"], r["instance_id"]) for r in table.to_pylist()]
+    seen = np.zeros(table.num_rows, dtype=np.int64)
+    last_stop = [start for start, _ in layout.segments]
+    shard_of: dict[tuple[str, str], int] = {}
+    for n, shard in enumerate(layout.shards(ShardSizer(40))):
+        for segment, start, stop in shard.slices:
+            assert start >= last_stop[segment] and stop <= layout.segments[segment][1]
+            last_stop[segment] = stop
+            seen[start:stop] += 1
+            for k in keys[start:stop]:
+                assert shard_of.setdefault(k, n) == n  # an instance's answers meet in one shard
+        got = {
+            (label, iid)
+            for label, pos in shard.instances
+            for iid in InstanceIndex(folders(run)[label], label).ids.take(pa.array(pos)).to_pylist()
+        }
+        assert got == {k for _, start, stop in shard.slices for k in keys[start:stop]}
+    assert (seen == 1).all()
+
+
+def _reordered(run: Path, dest: Path, rows: list[dict], data: Any) -> Path:
+    """The run's instances with ``rows`` as its attempts, cut into runs that are moved
+    about and some of them shuffled (so the table has any number of segments)."""
+    rnd = random.Random(data.draw(st.integers(0, 2**32 - 1), label="seed"))
+    cuts = sorted(rnd.sample(range(1, len(rows)), data.draw(st.integers(0, 6), label="cuts")))
+    runs = [rows[a:b] for a, b in zip([0, *cuts], [*cuts, len(rows)], strict=True)]
+    rnd.shuffle(runs)
+    for r in runs:
+        if rnd.random() < data.draw(st.sampled_from([0.0, 0.3]), label="shuffle"):
+            rnd.shuffle(r)
+    dest.mkdir(parents=True, exist_ok=True)
+    for label in FAMILIES:
+        link = dest / instances_rel(label)
+        if not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(run / instances_rel(label))
+    write_attempts(
+        pa.Table.from_pylist([x for r in runs for x in r], schema=ATTEMPTS_SCHEMA), dest / ATTEMPTS_REL
+    )
+    return dest
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_order_any_shard_size_and_any_segment_limit_give_the_rows_of_scoring_all_at_once(
+    tmp_path: Path, run: Path, data: Any
+) -> None:
+    """The property of the reordering: whatever the table's order, shard size and
+    segment limit (grouped shards with spooled segments, or consecutive shards), the
+    scores table has the bytes of every attempt scored in one call and written in
+    table order."""
+    rows = pq.read_table(run / ATTEMPTS_REL).to_pylist()
+    rows = rows[:: data.draw(st.sampled_from([1, 3]), label="stride")]
+    other = _reordered(run, tmp_path / f"r{data.draw(st.integers(0, 10**9), label='dir')}", rows, data)
+    want = other / "want.parquet"
+    w = scores_writer(want)
+    w.write(all_at_once(other))
+    w.close()
+    size = data.draw(st.sampled_from([1, 13, 200, 5_000]), label="shard_rows")
+    limit = data.draw(st.sampled_from([1, 3, MAX_SEGMENTS]), label="max_segments")
+    dest = other / "got.parquet"
+    score_table(other / ATTEMPTS_REL, folders(other), dest, shard_rows=size, max_segments=limit)
+    assert dest.read_bytes() == want.read_bytes()
+    assert sorted(p.name for p in other.iterdir() if p.name.startswith(".")) == []  # no spool left
+
+
+def test_a_failing_shard_leaves_no_spool_or_table(
+    tmp_path: Path, run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import horizonbench.tasks.score_shards as shards
+
+    real = shards.score_shard
+    calls = []
+
+    def failing(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("worker lost")
+        return real(*args)
+
+    monkeypatch.setattr(shards, "score_shard", failing)
+    dest = tmp_path / "scores.parquet"
+    with pytest.raises(RuntimeError, match="worker lost"):
+        score_table(run / ATTEMPTS_REL, folders(run), dest, shard_rows=60)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_instance_rows_decode_as_to_pylist_does(run: Path) -> None:
+    """The shard's own decoding of list<struct> columns (solutions) gives the values of
+    ``to_pylist``, also for slices, several chunks, nulls and nested fields."""
+    from horizonbench.tasks.score_shards import _pylist
+
+    step = pa.struct([("action", pa.string()), ("arg", pa.string())])
+    odd = pa.table(
+        {
+            "a": pa.array(
+                [[{"action": "x", "arg": "1"}], None, [], [{"action": None, "arg": "2"}]], pa.list_(step)
+            ),
+            "b": pa.array([[{"k": [1]}], [], [None], []], pa.list_(pa.struct([("k", pa.list_(pa.int64()))]))),
+            "c": [1, 2, None, 4],
+        }
+    )
+    tables = [odd, odd.slice(1, 2), pa.concat_tables([odd.slice(2), odd.slice(0, 2)])]
+    for label in FAMILIES:
+        table = read_parts(run / instances_rel(label))
+        tables += [table, table.slice(3, 5), pa.concat_tables([table.slice(5), table.slice(0, 5)])]
+    for table in tables:
+        assert _pylist(table) == table.to_pylist()
