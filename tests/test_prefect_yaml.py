@@ -341,10 +341,12 @@ def test_the_nightly_run_completes_and_leaves_a_manifest_and_a_report(nightly: N
     assert nightly.good.state.is_completed(), (
         f"{nightly.good.state.name}: {nightly.good.state.message}\n{_tail(nightly.worker_log)}"
     )
-    folders = sorted(p for p in nightly.out.iterdir() if p.is_dir())
-    assert len(folders) == 1, folders  # one folder, named by the run's date
-    run = folders[0]
-    assert run.name == time.strftime("%Y-%m-%d", time.gmtime(nightly.good.start_time.timestamp()))
+    # {date} in out became the run's UTC date (beside it, a series may keep a `latest` pointer)
+    run = nightly.out / time.strftime("%Y-%m-%d", time.gmtime(nightly.good.start_time.timestamp()))
+    dated = [
+        p.name for p in nightly.out.iterdir() if p.is_dir() and not p.is_symlink() and p.name[:1].isdigit()
+    ]
+    assert dated == [run.name], sorted(p.name for p in nightly.out.iterdir())
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"]["run"]["name"] == "small"
     assert (run / "report" / "index.html").stat().st_size > 0
