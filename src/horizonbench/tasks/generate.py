@@ -1,9 +1,11 @@
 """Generate stage: oversample candidates on Dask, keep them in index order, stream the
-kept rows into the staged instance table part by part."""
+kept rows into the staged instance table part by part; candidate ranges a previous run
+finished come from the shard cache (``tasks.shard_cache``) instead of the cluster."""
 
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,11 +18,12 @@ from prefect.cache_policies import NONE
 
 from horizonbench.core.registry import get_family
 from horizonbench.datasets.sampling import Selector
-from horizonbench.datasets.shards import generate_shard_batch
+from horizonbench.datasets.shards import NOT_NEEDED, ShardBatch, generate_shard_batch
 from horizonbench.schemas.config import Config, FamilySpec
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.cluster import dask_client
 from horizonbench.tasks.layout import instances_rel
+from horizonbench.tasks.shard_cache import CachedShard, FamilyShards, ShardCache, cache_settings
 from horizonbench.tasks.storage import staged
 from horizonbench.tasks.table_parts import PartWriter
 
@@ -34,6 +37,9 @@ class GenerationStats:
     rejections: dict[str, int] = field(default_factory=dict)
     unfilled_bins: dict[int, int] = field(default_factory=dict)
     path: str = ""
+    #: candidates generated on the workers this run, and read from the shard cache
+    generated: int = 0
+    from_cache: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -43,6 +49,8 @@ class GenerationStats:
             "candidates_certified": self.certified,
             "rejections": dict(sorted(self.rejections.items())),
             "unfilled_bins": {str(k): v for k, v in sorted(self.unfilled_bins.items())},
+            "candidates_generated": self.generated,
+            "candidates_from_cache": self.from_cache,
             "path": self.path,
         }
 
@@ -106,6 +114,120 @@ def rows_at(table: pa.Table, positions: list[int]) -> pa.Table:
     return pa.concat_tables(runs) if len(runs) > 1 else runs[0]
 
 
+@dataclass
+class SourceCounts:
+    """Where the candidates a family's selector saw came from: generated on the workers
+    this run, or read back from the shard cache (the generation stats report both)."""
+
+    generated: int = 0
+    from_cache: int = 0
+    shards_generated: int = 0
+    shards_reused: int = 0
+
+
+@dataclass
+class _Fresh:
+    """A shard sent to the cluster: candidates ``start..stop-1`` and the lengths it was
+    asked to return rows for (the bins open when it was sent)."""
+
+    start: int
+    stop: int
+    fut: Any
+    wanted: frozenset[int] | None
+    batch: ShardBatch | None = None
+
+
+@dataclass
+class _Cached:
+    """Candidates ``start..stop-1`` read from a cached shard (which may start earlier)."""
+
+    start: int
+    stop: int
+    shard: CachedShard
+
+
+class _Cover:
+    """The cached ranges as the cursor moves forward: which one holds candidate ``c``
+    (the one reaching furthest, when several overlap) and where the next one starts.
+
+    Ranges are whatever earlier runs happened to generate; any of them can be entered
+    in the middle, so reuse never depends on shard boundaries matching.
+    """
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self._ranges = sorted(ranges)
+        self._next = 0
+        self._active: list[tuple[int, int]] = []
+
+    def _advance(self, c: int) -> None:
+        while self._next < len(self._ranges) and self._ranges[self._next][0] <= c:
+            self._active.append(self._ranges[self._next])
+            self._next += 1
+        self._active = [r for r in self._active if r[1] > c]
+
+    def at(self, c: int) -> tuple[int, int] | None:
+        self._advance(c)
+        return max(self._active, key=lambda r: r[1], default=None)
+
+    def next_start(self, c: int) -> int | None:
+        self._advance(c)
+        return self._ranges[self._next][0] if self._next < len(self._ranges) else None
+
+    def discard(self, r: tuple[int, int]) -> None:
+        self._active.remove(r)
+
+
+def _feed(
+    selector: Selector,
+    outcomes: list[tuple[int, int | None, str | None, bool]],
+    rows: Callable[[], pa.Table],
+    first_row: int,
+    sink: Callable[[pa.Table], None] | None,
+    shard: CachedShard | None = None,
+) -> int | None:
+    """Offer ``outcomes`` to the selector in order and pass the kept rows to ``sink``.
+
+    A fresh shard always holds every row the selector can keep (its bins were open
+    when it was sent, and bins only close). A cached one was sent in another run, maybe
+    under another sampling spec: as long as the open bins are not all among the lengths
+    it kept rows for, each candidate without a row is checked, and feeding stops at the
+    first one the selector might keep. Returns that index (to regenerate from), or None.
+    """
+    certain = shard is None or shard.covers(selector.open_lengths())
+    take: list[int] = []
+    position = first_row
+    stopped = None
+    for index, length, rejection, has_row in outcomes:
+        if not certain and not has_row and not selector.done:
+            assert shard is not None
+            if rejection is None and length is not None and selector.wants(length):
+                stopped = index
+                break
+            if rejection == NOT_NEEDED:
+                if not shard.covers(selector.open_lengths()):
+                    stopped = index
+                    break
+                certain = True  # enough bins closed meanwhile: the rest is covered
+        if selector.feed(index, length, has_row, rejection):
+            take.append(position)
+        position += has_row
+    if take and sink is not None:
+        sink(rows_at(rows(), take))
+    return stopped
+
+
+def _finished(fut: Any) -> bool:
+    """Is a shard's future done, with a result or an error? (in-process stand-ins of
+    a client, as tests use, are done when made)"""
+    done = getattr(fut, "done", None)
+    return True if done is None else bool(done())
+
+
+def _status(fut: Any) -> str:
+    """A Dask future's status ("pending", "finished", "error", "cancelled", ...)."""
+    return str(getattr(fut, "status", "finished"))
+
+
 def sample_family(
     client: Any,
     family_name: str,
@@ -114,6 +236,8 @@ def sample_family(
     window: int,
     sink: Callable[[pa.Table], None] | None = None,
     workers: int | None = None,
+    shards: FamilyShards | None = None,
+    counts: SourceCounts | None = None,
 ) -> Selector:
     """Run shards on the cluster, feeding results to the selector strictly in order.
 
@@ -121,9 +245,17 @@ def sample_family(
     so the kept set is the same for any number of workers and any shard size. Kept
     rows go to ``sink`` as Arrow tables in candidate order, shard by shard: the client
     holds at most the shards in flight, whatever the count.
+
+    With ``shards`` (this family's key in a ``ShardCache``), candidate ranges already on
+    disk are read instead of generated and only the gaps go to the cluster; every shard
+    is stored the moment its result arrives (not when its turn comes), so a Ctrl-C or
+    a crash keeps all finished work. The bytes of the table are the same either way:
+    cached and fresh outcomes are the same pure function of the candidate index.
+    ``counts`` receives how many candidates came from where.
     """
     sampling = spec.sampling
     selector = Selector(sampling)
+    counts = counts if counts is not None else SourceCounts()
     family = get_family(family_name)
     limit = sampling.max_candidates
     counter = getattr(family, "candidate_count", None)
@@ -134,56 +266,138 @@ def sample_family(
     else:
         goal = min(limit, sampling.count or limit)
     sizer = ShardSizer(sampling.shard_size, goal, workers or max(1, window // 3))
-    inflight: deque[tuple[int, Any]] = deque()
+    cover = _Cover(shards.ranges() if shards is not None else [])
+    # after a cached shard turned out to lack a row this sampler needs (another spec made
+    # it), reuse only shards that certainly cover the open bins when planned
+    strict = False
+    queue: deque[_Fresh | _Cached] = deque()
     cursor = 0
-    pending = 0  # candidates submitted, not yet fed
+    pending = 0  # candidates planned, not yet fed
+
+    def submit(start: int, stop: int) -> _Fresh:
+        wanted = selector.open_lengths()
+        fut = client.submit(
+            generate_shard_batch, family_name, spec.params, root_seed, start, stop, wanted, pure=False
+        )
+        return _Fresh(start, stop, fut, wanted)
+
+    def plan(c: int) -> _Fresh | _Cached:
+        while shards is not None and (r := cover.at(c)) is not None:
+            shard = shards.load(*r)
+            if shard is not None and (not strict or shard.covers(selector.open_lengths())):
+                return _Cached(c, min(r[1], limit), shard)
+            if shard is not None:  # regenerated below: drop the overlap, keep the head
+                shards.truncate(shard, c)
+            cover.discard(r)
+        size = min(sizer.next(selector.kept, selector.considered, pending), limit - c)
+        nxt = cover.next_start(c)
+        return submit(c, c + (size if nxt is None else min(size, nxt - c)))
+
+    def receive(item: _Fresh, timeout: float | None = None) -> None:
+        item.batch = item.fut.result() if timeout is None else item.fut.result(timeout=timeout)
+        counts.generated += item.stop - item.start
+        counts.shards_generated += 1
+        if shards is not None:
+            shards.store(item.start, item.stop, item.wanted, item.batch)
+
+    def await_head(head: _Fresh) -> ShardBatch:
+        """The head's result; with a cache, store every other result as it arrives (a
+        failed shard raises only when its turn comes, as without a cache)."""
+        while head.batch is None:
+            if shards is None:
+                receive(head)
+                break
+            for it in [it for it in queue if isinstance(it, _Fresh) and it.batch is None]:
+                if (it is head and _finished(it.fut)) or _status(it.fut) == "finished":
+                    receive(it)
+            if head.batch is None:
+                running = [it.fut for it in queue if isinstance(it, _Fresh) and not _finished(it.fut)]
+                from distributed import wait
+
+                wait(running, return_when="FIRST_COMPLETED")
+        assert head.batch is not None
+        return head.batch
+
+    def salvage(budget_s: float = 2.0) -> None:
+        """On the way out (done, Ctrl-C, crash): store results that arrived but were
+        not fetched yet, within a short budget so an interrupt still exits at once."""
+        deadline = time.monotonic() + budget_s
+        for it in list(queue):
+            if not isinstance(it, _Fresh) or it.batch is not None:
+                continue
+            if _status(it.fut) != "finished":
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                receive(it, timeout=left)
+            except Exception:  # the cluster is going down with us: keep what is stored
+                break
+
     with prog.progress(f"generate {family_name}", goal) as bar:
         try:
-            while not selector.done and (inflight or cursor < limit):
+            while not selector.done and (queue or cursor < limit):
                 while (
-                    len(inflight) < window
+                    len(queue) < window
                     and cursor < limit
                     and not sizer.covered(selector.kept, selector.considered, pending)
                 ):
-                    size = min(sizer.next(selector.kept, selector.considered, pending), limit - cursor)
-                    fut = client.submit(
-                        generate_shard_batch,
-                        family_name,
-                        spec.params,
-                        root_seed,
-                        cursor,
-                        cursor + size,
-                        selector.open_lengths(),
-                        pure=False,
-                    )
-                    inflight.append((size, fut))
-                    cursor += size
-                    pending += size
-                size, fut = inflight.popleft()
-                batch = fut.result()
-                pending -= size
-                sizer.observe(len(batch.outcomes), batch.cpu_seconds)
+                    item = plan(cursor)
+                    queue.append(item)
+                    pending += item.stop - item.start
+                    cursor = item.stop
+                head = queue[0]
                 before = selector.kept
-                take: list[int] = []
-                position = 0
-                for index, length, rejection, has_row in batch.outcomes:
-                    if selector.feed(index, length, has_row, rejection):
-                        take.append(position)
-                    position += has_row
-                if take and sink is not None:
-                    sink(rows_at(batch.table(), take))
+                if isinstance(head, _Fresh):
+                    batch = await_head(head)
+                    queue.popleft()
+                    pending -= head.stop - head.start
+                    sizer.observe(len(batch.outcomes), batch.cpu_seconds)
+                    _feed(selector, batch.outcomes, batch.table, 0, sink)
+                else:
+                    queue.popleft()
+                    pending -= head.stop - head.start
+                    shard = head.shard
+                    lo, hi = head.start - shard.start, head.stop - shard.start
+                    first_row = sum(o[3] for o in shard.outcomes[:lo])
+                    stopped = _feed(selector, shard.outcomes[lo:hi], shard.table, first_row, sink, shard)
+                    counts.from_cache += (head.stop if stopped is None else stopped) - head.start
+                    counts.shards_reused += 1
+                    if stopped is not None:
+                        strict = True
+                        if shards is not None:
+                            shards.truncate(shard, stopped)
+                        redo: list[_Fresh] = []
+                        c = stopped
+                        while c < head.stop:
+                            size = min(sizer.next(selector.kept, selector.considered, pending), head.stop - c)
+                            redo.append(submit(c, c + size))
+                            pending += size
+                            c += size
+                        queue.extendleft(reversed(redo))
                 bar.advance(selector.kept - before)
         finally:
-            for _, fut in inflight:
-                fut.cancel()
+            if shards is not None:
+                salvage()
+            for it in queue:
+                if isinstance(it, _Fresh):
+                    it.fut.cancel()
     return selector
 
 
-@task(name="generate", cache_policy=NONE)
-def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
-    """Generate every family's instances into staging; returns per-family statistics."""
-    logger = get_run_logger()
-    run_dir = Path(run)
+def generate_all(
+    cfg: Config, run_dir: Path, log: Callable[[str], None] | None = None
+) -> list[dict[str, Any]]:
+    """Every family's instances into staging, reusing cached shards; per-family stats.
+
+    The plain function behind the ``generate`` task (tests call it without Prefect).
+    The shard cache is ``generation.cache_dir`` when the config names one (a series of
+    nightly runs shares it), else ``<run>/cache/shards``; it is pruned to its bound
+    after a finished generation (``tasks.shard_cache``).
+    """
+    root, bound = cache_settings(cfg, run_dir)
+    cache = ShardCache(root, bound)
     stats = []
     with dask_client(cfg.dask) as client:
         workers = len(client.scheduler_info().get("workers", {})) or cfg.dask.n_workers  # type: ignore[attr-defined]
@@ -191,6 +405,7 @@ def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
         for name, spec in cfg.families.items():
             family = get_family(name)
             rel = instances_rel(name)
+            counts = SourceCounts()
             with PartWriter(staged(run_dir, rel), family.instance_schema, rel) as writer:
                 selector = sample_family(
                     client,
@@ -200,6 +415,8 @@ def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
                     window,
                     writer.write,
                     workers * cfg.dask.threads_per_worker,
+                    shards=cache.family(name, spec.params, cfg.run.seed),
+                    counts=counts,
                 )
             st = GenerationStats(
                 family=name,
@@ -209,15 +426,25 @@ def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
                 rejections=dict(selector.rejections),
                 unfilled_bins=selector.unfilled(),
                 path=rel,
+                generated=counts.generated,
+                from_cache=counts.from_cache,
             )
-            logger.info(
-                "%s: kept %d of %d candidates (%d certified, rejected %s)%s",
-                name,
-                st.kept,
-                st.considered,
-                st.certified,
-                st.rejections or "none",
-                f"; {len(st.unfilled_bins)} bins short of quota" if st.unfilled_bins else "",
-            )
+            if log is not None:
+                log(
+                    f"{name}: kept {st.kept} of {st.considered} candidates ({st.certified} certified, "
+                    f"rejected {st.rejections or 'none'}); {st.from_cache} from the shard cache, "
+                    f"{st.generated} generated"
+                    + (f"; {len(st.unfilled_bins)} bins short of quota" if st.unfilled_bins else "")
+                )
             stats.append(st.as_dict())
+    removed = cache.prune()
+    if removed and log is not None:
+        log(f"shard cache {root}: removed {removed / 2**20:.1f} MiB to stay under {bound / 2**30:.1f} GiB")
     return stats
+
+
+@task(name="generate", cache_policy=NONE)
+def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
+    """Generate every family's instances into staging; returns per-family statistics."""
+    logger = get_run_logger()
+    return generate_all(cfg, Path(run), logger.info)

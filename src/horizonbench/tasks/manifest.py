@@ -26,8 +26,11 @@ _PACKAGES = (
     "anthropic",
     "matplotlib",
 )
-#: files that are not results: the resumable answer cache, and GX's scratch output
-_SKIP_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp")
+#: files that are not results: the resumable answer cache, GX's scratch output, and
+#: cached generation shards (``tasks.shard_cache``: scratch a rerun reuses, pruned at will)
+_SKIP_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp", ".hbshard")
+#: folders of the run that hold no results (the run's own shard cache)
+_SKIP_DIRS = ("cache/",)
 
 
 def versions() -> dict[str, str]:
@@ -66,7 +69,7 @@ def content_hashes(run: Path) -> dict[str, str]:
     out = {}
     for path in sorted(p for p in run.rglob("*") if p.is_file()):
         rel = path.relative_to(run).as_posix()
-        if rel == MANIFEST or rel.startswith(STAGING) or path.name.endswith(_SKIP_SUFFIXES):
+        if rel == MANIFEST or rel.startswith((STAGING, *_SKIP_DIRS)) or path.name.endswith(_SKIP_SUFFIXES):
             continue
         out[rel] = sha256_file(path)
     return out
