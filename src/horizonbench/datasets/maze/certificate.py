@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from horizonbench.datasets.maze.facts import FactItem, World, render_fact, world_from_items
-from horizonbench.datasets.maze.rules import State, tables_of, transitions
+from horizonbench.core.types import Step
+from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World, world_from_items
+from horizonbench.datasets.maze.rules import State, apply_plan, tables_of, transitions
 
 
 @dataclass
@@ -33,16 +34,39 @@ class Solution:
 
 def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World | None:
     """The world of a generated listing, or None when ``items`` do not render to ``facts``
-    one for one (then the search would certify a maze the model is not shown)."""
+    one for one (then the search would certify a maze the model is not shown).
+
+    Every item is rendered again here and compared with its string, as
+    :func:`render_fact` would render it (one comprehension: it runs once per candidate).
+    """
     if len(items) != len(facts):
         return None
+    templates = FACT_TEMPLATES
     try:
-        for (kind, slots), fact in zip(items, facts, strict=True):
-            if render_fact(kind, slots) != fact:
-                return None
-    except (TypeError, ValueError):  # an unknown kind, or slots that do not fit its sentence
+        if [templates[kind] % slots for kind, slots in items] != list(facts):
+            return None
+    except (KeyError, TypeError, ValueError):  # an unknown kind, or slots that do not fit its sentence
         return None
     return world_from_items(items)
+
+
+def gold_violation(world: World, plan: Sequence[Step]) -> str | None:
+    """The first violation of a plan that must be legal from start to rescue, or None.
+
+    What the simulator's ``replay`` concludes (a property test holds them together),
+    with the steps applied by :func:`~horizonbench.datasets.maze.rules.apply_plan`:
+    the gold plan of every candidate is checked, and most of its steps are moves.
+    """
+    if not plan or plan[0].action != "start" or world.start is None:
+        return "bad_start"
+    if plan[0].arg != world.rooms[world.start]:
+        return "bad_start"
+    state, bad = apply_plan(world, (world.start, 0, 0, -1), plan[1:-1])
+    if bad is not None:
+        return bad
+    if plan[-1].action != "rescue" or state[0] != world.goal:
+        return "no_rescue"
+    return None
 
 
 def solve(world: World, *, track: bool = False, max_states: int = 2_000_000) -> Solution:
@@ -117,10 +141,11 @@ def _shortest_plans(world: World, max_states: int) -> Solution:
     s0: State = (world.start, 0, 0, -1)  # type: ignore[assignment]
     seen: dict[State, list[int]] = {s0: [0, 1]}  # state -> [distance, number of shortest plans]
     buckets: dict[int, list[State]] = {0: [s0]}
-    depth = -1
     while buckets:
-        depth += 1
-        frontier = [s for s in buckets.pop(depth, ()) if seen[s][0] == depth]
+        # the next distance anything was reached at: a corridor is one move of many
+        # actions, so most distances in between hold nothing
+        depth = min(buckets)
+        frontier = [s for s in buckets.pop(depth) if seen[s][0] == depth]
         found = [seen[s][1] for s in frontier if s[0] == goal and s[3] < 0]
         if found:
             return Solution(depth + 2, sum(found))

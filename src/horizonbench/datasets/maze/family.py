@@ -12,10 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score, Step
 from horizonbench.datasets.maze import baselines, prompt
-from horizonbench.datasets.maze.certificate import solve, world_of_listing
+from horizonbench.datasets.maze.certificate import gold_violation, solve, world_of_listing
 from horizonbench.datasets.maze.generator import generate_maze
 from horizonbench.datasets.maze.rules import ACTIONS, VIOLATIONS
-from horizonbench.datasets.maze.simulator import Judge, replay
+from horizonbench.datasets.maze.simulator import Judge
 from horizonbench.datasets.plan_parser import parse_plan
 from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
 
@@ -114,6 +114,9 @@ class MazeFamily:
     violations: ClassVar[tuple[str, ...]] = VIOLATIONS
     #: the columns ``score`` and ``answer_scorer`` read (the score stage ships no others)
     score_columns: ClassVar[tuple[str, ...]] = ("instance_id", "facts", "solution", "optimal_plan_count")
+    #: candidates are freed by reference counting alone (no cycles), so a shard may run
+    #: with the cyclic collector paused (``datasets.shards.gc_paused``)
+    acyclic_generation: ClassVar[bool] = True
 
     def generate_candidate(self, params: BaseModel, seed: int, index: int) -> Candidate:
         p = params if isinstance(params, MazeParams) else MazeParams.model_validate(params)
@@ -131,7 +134,7 @@ class MazeFamily:
             return Candidate(None, "unsolvable")
         if sol.length != len(maze.gold):
             return Candidate(None, "gold_not_optimal")
-        bad = replay(world, maze.gold)
+        bad = gold_violation(world, maze.gold)
         if bad is not None:
             return Candidate(None, f"gold_invalid:{bad}")
         n_facts = len(maze.facts)
@@ -140,7 +143,8 @@ class MazeFamily:
             "family": self.name,
             "seed": seed,
             "candidate_index": index,
-            "solution": [s.as_dict() for s in maze.gold],
+            # Step.as_dict, written out: a plan has a hundred steps or more
+            "solution": [{"action": s.action, "arg": s.arg} for s in maze.gold],
             "solution_length": len(maze.gold),
             "optimal_plan_count": sol.count,
             "grid_rows": p.grid_rows,

@@ -97,6 +97,15 @@ def _rewind(
 
 
 @lru_cache(maxsize=64)
+def _grid_codes(rows: int, cols: int) -> np.ndarray:
+    """Every wall of ``grid_edges`` as the code u * n + v (ascending, as the walls are)."""
+    u, v = grid_edges(rows, cols)
+    codes = u.astype(np.int64) * (rows * cols) + v
+    codes.setflags(write=False)
+    return codes
+
+
+@lru_cache(maxsize=64)
 def _room_steps(rows: int, cols: int) -> tuple[tuple[Step, ...], tuple[Step, ...]]:
     """Per cell, its ``move_to`` and ``unlock_and_open_door_to`` steps: a plan is mostly
     moves, and a :class:`Step` (frozen) is immutable, so plans share them."""
@@ -160,6 +169,14 @@ def _gold_plan(
 _CONNECTIONS = frozenset({"open", "locked", "requires"})
 
 
+def _oriented(item: F.FactItem) -> F.FactItem:
+    """The item with the two rooms of a connection the other way round (others as they are)."""
+    kind, slots = item
+    if kind not in _CONNECTIONS:
+        return item
+    return (kind, (slots[1], slots[0], *slots[2:]))
+
+
 def _sattolo_positions(n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
     """A permutation of range(n) that moves exactly round(ratio * n) items (0 if < 2).
 
@@ -172,7 +189,7 @@ def _sattolo_positions(n: int, ratio: float, rng: np.random.Generator) -> np.nda
     if k < 2:
         return perm
     walk = rng.choice(n, size=k, replace=False)
-    perm[walk] = np.roll(walk, -1)
+    perm[walk] = np.concatenate((walk[1:], walk[:1]))  # np.roll(walk, -1), without its overhead
     return perm
 
 
@@ -191,24 +208,22 @@ def generate_maze(
     rng = np.random.default_rng([seed, 0])
     in_tree = kruskal_mask(rows, cols, rng)
     grid_u, grid_v = grid_edges(rows, cols)
-    tree_u, tree_v = grid_u[in_tree], grid_v[in_tree]
     start, goal, segments = _rewind(n, CuttableTree.from_mask(in_tree, rows, cols), target_keys, rng)
     path_doors = [door for c, door, _ in segments if c >= 0]
 
-    # decoy locked doors off the gold path, with their keys anywhere in the maze
-    # tree edges come sorted by (u, v), so their codes u * n + v are sorted too
-    codes = tree_u.astype(np.int64) * n + tree_v
-    path_codes = np.array(
-        [min(a, b) * n + max(a, b) for _, _, path in segments for a, b in zip(path, path[1:], strict=False)],
-        dtype=np.int64,
-    )
-    on_path = np.zeros(codes.shape[0], dtype=bool)
-    on_path[np.searchsorted(codes, path_codes)] = True
-    off_idx = np.flatnonzero(~on_path)
+    # decoy locked doors off the gold path, with their keys anywhere in the maze; the
+    # off-path tree edges are listed in grid_edges order (sorted by (u, v), and so are
+    # their codes u * n + v)
+    cells = [np.array(path, dtype=np.int64) for _, _, path in segments]
+    ends = [(c[:-1], c[1:]) for c in cells]
+    path_codes = np.concatenate([np.minimum(a, b) * n + np.maximum(a, b) for a, b in ends])
+    off_tree = in_tree.copy()
+    off_tree[np.searchsorted(_grid_codes(rows, cols), path_codes)] = False
+    off_idx = np.flatnonzero(off_tree)  # grid edge ids
     n_off = int(off_idx.shape[0])
     n_decoys = min(decoy_doors, n_off)
     decoy_pick = rng.choice(n_off, size=n_decoys, replace=False) if n_decoys else np.zeros(0, int)
-    decoys = [(int(tree_u[off_idx[i]]), int(tree_v[off_idx[i]])) for i in decoy_pick]
+    decoys = [(int(grid_u[off_idx[i]]), int(grid_v[off_idx[i]])) for i in decoy_pick]
     decoy_cells = rng.integers(n, size=n_decoys).tolist()
 
     total_keys = len(path_doors) + n_decoys
@@ -222,8 +237,8 @@ def generate_maze(
     # and its key's location. Pool items are built only for the distractors shown.
     def pool_item(i: int) -> F.FactItem:
         if i < n_off:
-            a, b = names[int(tree_u[off_idx[i]])], names[int(tree_v[off_idx[i]])]
-            e = (int(tree_u[off_idx[i]]), int(tree_v[off_idx[i]]))
+            e = (int(grid_u[off_idx[i]]), int(grid_v[off_idx[i]]))
+            a, b = names[e[0]], names[e[1]]
             return ("locked", (a, b)) if e in key_of_door else ("open", (a, b))
         j = i - n_off
         if j < n_decoys:
@@ -235,23 +250,21 @@ def generate_maze(
     pool_size = n_off + 2 * n_decoys
     n_support = len(support)
     n_noise = min(int(round(noise_ratio * n_support)), pool_size)
-    noise_rng = np.random.default_rng([seed, 1])
-    order = noise_rng.permutation(pool_size)[:n_noise].tolist() if n_noise else []
+    # stream 1 is only read when distractors are shown (making a generator draws nothing)
+    order = np.random.default_rng([seed, 1]).permutation(pool_size)[:n_noise].tolist() if n_noise else []
     listing = support + [pool_item(i) for i in order]
 
     # which way round each connection is written: drawn per fact, independent of noise
     orient_rng = np.random.default_rng([seed, 3])
     flips = orient_rng.random(len(support) + pool_size) < 0.5
     flip_of = flips[: len(support)].tolist() + [bool(flips[len(support) + i]) for i in order]
-    items = [
-        (kind, (slots[1], slots[0], *slots[2:])) if flip and kind in _CONNECTIONS else (kind, slots)
-        for (kind, slots), flip in zip(listing, flip_of, strict=True)
-    ]
 
     shuffle_rng = np.random.default_rng([seed, 2])
-    perm_array = _sattolo_positions(len(items), shuffle_ratio, shuffle_rng)
-    displaced = int(np.count_nonzero(perm_array != np.arange(len(items))))
-    shown_items = tuple([items[i] for i in perm_array.tolist()])
+    perm_array = _sattolo_positions(len(listing), shuffle_ratio, shuffle_rng)
+    perm = perm_array.tolist()
+    displaced = int(np.count_nonzero(perm_array != np.arange(len(listing))))
+    # oriented and shuffled in one pass: the fact at position p is item perm[p]
+    shown_items = tuple([_oriented(listing[i]) if flip_of[i] else listing[i] for i in perm])
     templates = F.FACT_TEMPLATES
     return Maze(
         rows=rows,

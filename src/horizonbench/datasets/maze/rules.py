@@ -9,6 +9,7 @@ search and the simulator's replay share these rules, so they cannot disagree.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from horizonbench.core.types import Step
 from horizonbench.datasets.maze.facts import World, door_key
@@ -72,23 +73,30 @@ Tables = tuple[list[list[tuple[int, int, int]]], list[list[tuple[int, int, str]]
 def _tables(world: World) -> Tables:
     """Per room: (neighbour, door bit or 0, key or -1) and (key, key bit, key name).
 
-    Built once per world; the search touches every room many times.
+    Built once per world; the search touches every room many times. Every door is
+    written open first and the few locked ones patched after (a maze has hundreds of
+    doors and a handful of locks): this runs once per generated candidate.
     """
     tables = getattr(world, "_tables", None)
     if tables is None:
         bits = door_bits(world)
-        nbrs = []
-        for room, adj in enumerate(world.adj):
-            row = []
-            for nb in adj:
-                door = door_key(room, nb)
-                if door in world.locks:
-                    key = world.locks[door]
-                    row.append((nb, bits[door], -1 if key is None else key))
-                else:
-                    row.append((nb, 0, -1))
-            nbrs.append(row)
-        keys = [[(k, 1 << k, str(k)) for k in world.keys_in_room.get(r, ())] for r in range(len(world.rooms))]
+        adjs = world.adj
+        nbrs = [[(nb, 0, -1) for nb in adj] for adj in adjs]
+        for door, key in world.locks.items():
+            entry_key = -1 if key is None else key
+            a, b = door
+            if a > b:  # not a door of this world: doors are written low room first
+                continue
+            for room, other in ((a, b), (b, a)):
+                if 0 <= room < len(adjs):
+                    row = nbrs[room]
+                    for i, nb in enumerate(adjs[room]):
+                        if nb == other:
+                            row[i] = (nb, bits[door], entry_key)
+        in_room = world.keys_in_room
+        keys = [
+            [(k, 1 << k, str(k)) for k in in_room[r]] if r in in_room else [] for r in range(len(world.rooms))
+        ]
         tables = (nbrs, keys)
         world._tables = tables  # type: ignore[attr-defined]
     return tables
@@ -132,6 +140,32 @@ tables_of = _tables
 def successors(world: World, state: State) -> list[tuple[Step, State]]:
     """:func:`transitions` with each action as a :class:`Step`."""
     return [(Step(a, arg), t) for a, arg, t in transitions(world, state)]
+
+
+def apply_plan(world: World, state: State, steps: Iterable[Step]) -> tuple[State, str | None]:
+    """:func:`apply` over ``steps`` in turn: the state after them all, or the state and
+    the violation of the first one that breaks a rule.
+
+    A plan is mostly moves through open or already unlocked doors, and the check of a
+    gold plan runs once per generated candidate: such a move is taken here without a
+    call; anything else (and any move that is not legal) goes through :func:`apply`,
+    which decides, so the two cannot disagree on what a violation is.
+    """
+    index, adj, locks = world.index, world.adj, world.locks
+    bits = door_bits(world)
+    room, held, unlocked, pending = state
+    for step in steps:
+        if pending < 0 and step.action == "move_to":
+            nb = index.get(step.arg)
+            if nb is not None and nb in adj[room]:
+                door = (room, nb) if room < nb else (nb, room)
+                if door not in locks or unlocked & bits[door]:
+                    room = nb
+                    continue
+        (room, held, unlocked, pending), bad = apply(world, (room, held, unlocked, pending), step)
+        if bad is not None:
+            return (room, held, unlocked, pending), bad
+    return (room, held, unlocked, pending), None
 
 
 def apply(world: World, state: State, step: Step) -> tuple[State, str | None]:
