@@ -13,9 +13,10 @@ from prefect import flow, get_run_logger
 from prefect.states import Failed
 
 from horizonbench.core.registry import get_family
-from horizonbench.schemas.config import Config, load_config, parse_config
+from horizonbench.schemas.config import Config, check_requests, load_config, parse_config, today_utc
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
+from horizonbench.tasks import run_folder
 from horizonbench.tasks.analyse import analyse
 from horizonbench.tasks.evaluate import evaluate_models
 from horizonbench.tasks.generate import generate_instances
@@ -47,14 +48,89 @@ def _resolve(config: dict[str, Any] | Config | str, out: str) -> tuple[Config, P
         cfg = load_config(config)
     else:
         cfg = parse_config(config)
-    return cfg, Path(out.replace("{date}", time.strftime("%Y-%m-%d", time.gmtime())))
+    check_requests(cfg)
+    return cfg, Path(out.replace("{date}", today_utc().isoformat()))
 
 
-def _prepare(run: Path) -> None:
-    """A rerun first marks the folder unfinished: old manifest and staging go."""
+def flow_run_name() -> str:
+    """``<run name>-<UTC date>-<HHMM>``: what ran and when, instead of Prefect's random
+    adjective-animal, so the UI's list of runs reads like the run folders."""
+    from prefect.runtime import flow_run
+
+    config = flow_run.parameters.get("config")
+    name = "run"
+    try:
+        if isinstance(config, Config):
+            name = config.run.name
+        elif isinstance(config, dict):
+            name = str((config.get("run") or {}).get("name") or "run")
+        elif isinstance(config, str):
+            name = load_config(config).run.name
+    except Exception:  # noqa: BLE001 - the flow itself reports a bad config
+        pass
+    return f"{name}-{time.strftime('%Y-%m-%d-%H%M', time.gmtime())}"
+
+
+def run_tags(cfg: Config) -> list[str]:
+    """Tags a flow run gets: its run name, families and models (filterable in the UI)."""
+    families = sorted({label.split("@")[0] for label in cfg.families})
+    tags = ["horizonbench", f"run:{cfg.run.name}"] + [f"family:{f}" for f in families]
+    tags += [f"model:{m.name}" for m in cfg.evaluation.models]
+    if cfg.worlds is not None:
+        tags += [f"world:{env}" for env in cfg.worlds.environments]
+    return tags
+
+
+def _tag_flow_run(cfg: Config) -> None:
+    """Add the run's tags to the current flow run (deployments and the CLI alike)."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import get_run_context
+
+    try:
+        flow_run = get_run_context().flow_run  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - not in a flow run (called directly): nothing to tag
+        return
+    if flow_run is None:
+        return
+    tags = sorted(set(flow_run.tags or []) | set(run_tags(cfg)))
+    with get_client(sync_client=True) as client:
+        client.update_flow_run(flow_run.id, tags=tags)
+
+
+def _prepare(run: Path, cfg: Config, command: str) -> None:
+    """A rerun first marks the folder unfinished: the old manifest and staging go, and
+    every output of the run before is marked stale until this run rewrites it."""
     run.mkdir(parents=True, exist_ok=True)
     (run / MANIFEST).unlink(missing_ok=True)
     shutil.rmtree(run / STAGING, ignore_errors=True)
+    run_folder.begin(run, cfg.model_dump(mode="json"), command)
+
+
+def short_bins(cfg: Config, stats: list[dict[str, Any]]) -> list[str]:
+    """One entry per family label whose bins are not all filled (unless the config
+    accepts that with ``sampling.allow_unfilled``): which bins, and what they got."""
+    out = []
+    for st in stats:
+        spec = cfg.families.get(st["family"])
+        short = st.get("unfilled_bins") or {}
+        if spec is None or not short or spec.sampling.allow_unfilled or spec.sampling.bins is None:
+            continue
+        bins = spec.sampling.bins
+        shown = ", ".join(f"{lo}-{int(lo) + bins.width - 1}: {got}" for lo, got in list(short.items())[:8])
+        more = " ..." if len(short) > 8 else ""
+        out.append(
+            f"{st['family']}: {len(short)} of {len(bins.edges())} L bins short of {bins.per_bin} "
+            f"({shown}{more}) after {st['candidates_considered']} candidates"
+        )
+    return out
+
+
+def unfilled_summary(problems: list[str]) -> str:
+    return (
+        "bins short of quota: "
+        + "; ".join(problems)
+        + " (raise sampling.max_candidates, narrow the bins, or set sampling.allow_unfilled: true)"
+    )
 
 
 def _generate_and_validate(cfg: Config, run: Path) -> list[dict[str, Any]]:
@@ -63,9 +139,44 @@ def _generate_and_validate(cfg: Config, run: Path) -> list[dict[str, Any]]:
     stats = generate_instances(cfg, str(run))
     for name in cfg.families:
         rel = instances_rel(name)
-        validate_table(str(staged(run, rel)), rel, suite_for_family(name), str(run))
+        validate_table.with_options(task_run_name=f"validate-{rel}")(
+            str(staged(run, rel)), rel, suite_for_family(name), str(run)
+        )
         promote(run, rel)
+    run_folder.current(run, "generate")
     return stats
+
+
+def _finish(
+    run: Path, out_template: str, title: str, counts: dict[str, Any], problems: list[str], report: Path | None
+) -> None:
+    """The end of a run that got through: state, ``latest`` pointer, Prefect artifacts."""
+    from horizonbench.tasks.artifacts import publish
+
+    run_folder.current(run, "validate")
+    run_folder.current(run, "manifest")
+    run_folder.finish(run, "failed" if problems else "completed", problems)
+    if not problems:
+        run_folder.point_latest(out_template, run)
+    publish(title, run, counts, problems, report)
+
+
+def _guarded(run: Path, body: Any) -> Any:
+    """Run ``body`` holding the folder's lock; the state says how it ended when it
+    did not get through (Ctrl-C: cancelled; an exception: failed)."""
+    with run_folder.run_lock(run, "horizonbench flow") as previous:
+        if previous:
+            get_run_logger().warning(
+                "took over the run folder from pid %s, which is no longer running", previous.get("pid")
+            )
+        try:
+            return body()
+        except KeyboardInterrupt:
+            run_folder.finish(run, "cancelled", ["interrupted by Ctrl-C or SIGTERM"])
+            raise
+        except BaseException as err:
+            run_folder.finish(run, "failed", [f"{type(err).__name__}: {err}"[:500]])
+            raise
 
 
 def _base_manifest(cfg: Config, started: float, provenance: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -78,48 +189,71 @@ def _base_manifest(cfg: Config, started: float, provenance: dict[str, Any] | Non
     }
 
 
-@flow(name="horizonbench-generate", validate_parameters=False)
-def generate_flow(config: dict[str, Any] | Config | str, out: str) -> str:
-    """Generate and validate the instance tables only."""
+@flow(name="horizonbench-generate", flow_run_name=flow_run_name, validate_parameters=False)
+def generate_flow(config: dict[str, Any] | Config | str, out: str) -> Any:
+    """Generate and validate the instance tables only. Bins left short of their quota
+    end the flow run Failed with the list (the CLI exits 4), everything written."""
     started = time.time()
     cfg, run = _resolve(config, out)
-    _prepare(run)
-    stats = _generate_and_validate(cfg, run)
-    manifest = _base_manifest(cfg, started) | {"counts": {"generation": stats}}
-    write_manifest(run, manifest)
-    shutil.rmtree(run / STAGING, ignore_errors=True)
-    return str(run)
+
+    def body() -> Any:
+        _tag_flow_run(cfg)
+        _prepare(run, cfg, "generate")
+        stats = _generate_and_validate(cfg, run)
+        counts = {"generation": stats}
+        write_manifest(run, _base_manifest(cfg, started) | {"counts": counts})
+        shutil.rmtree(run / STAGING, ignore_errors=True)
+        short = short_bins(cfg, stats)
+        problems = [unfilled_summary(short)] if short else []
+        _finish(run, out, f"horizonbench: {cfg.run.name} (instances)", counts, problems, None)
+        if problems:
+            get_run_logger().error("%s", problems[0])
+            return Failed(message=problems[0])
+        return str(run)
+
+    return _guarded(run, body)
 
 
-@flow(name="horizonbench", validate_parameters=False)
+@flow(name="horizonbench", flow_run_name=flow_run_name, validate_parameters=False)
 def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     """The whole pipeline; returns the path of the HTML report.
 
-    When attempts are left without an answer or world episodes of model agents
-    unfinished, everything is still written (tables, report, manifest; a world study in
-    which not one episode finished has no world tables to write), and the flow run ends
-    *Failed* with the one-line summary, so a nightly deployment shows it in the Prefect
-    UI; called directly, it raises ``prefect.exceptions.FailedRun`` (the CLI turns that
-    into exit code 3).
+    When attempts are left without an answer, world episodes of model agents
+    unfinished, or L bins short of their quota, everything is still written (tables,
+    report, manifest; a world study in which not one episode finished has no world
+    tables to write), and the flow run ends *Failed* with the one-line summary, so a
+    nightly deployment shows it in the Prefect UI; called directly, it raises
+    ``prefect.exceptions.FailedRun`` (the CLI turns that into exit code 3, or 4 for
+    short bins alone).
     """
-    logger = get_run_logger()
     started = time.time()
     cfg, run = _resolve(config, out)
-    _prepare(run)
+    return _guarded(run, lambda: _pipeline(cfg, run, out, started))
+
+
+def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
+    logger = get_run_logger()
+    _tag_flow_run(cfg)
+    _prepare(run, cfg, "run")
     stats = _generate_and_validate(cfg, run)
     counts: dict[str, Any] = {"generation": stats}
     analysed = False
     if cfg.worlds is not None:
         counts["worlds"] = _world_study(cfg, run)
+        run_folder.current(run, "worlds")
     if cfg.evaluation.models and cfg.families:
         counts["attempts"] = evaluation = evaluate_models(cfg, str(run))
+        run_folder.current(run, "evaluate")
         for message in silent_models(evaluation):
             logger.error(message)
         if evaluation["total"]["answered"]:
             scores_path = score_attempts(cfg, str(run))
             violations = tuple(sorted({v for name in cfg.families for v in get_family(name).violations}))
-            validate_table(scores_path, "scores", scores_suite(violations), str(run))
+            validate_table.with_options(task_run_name="validate-scores")(
+                scores_path, "scores", scores_suite(violations), str(run)
+            )
             promote(run, SCORES_REL)
+            run_folder.current(run, "score")
             analyse(cfg, str(run))
             analysed = True
         else:
@@ -129,11 +263,15 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
             logger.warning("%s", missing_summary(evaluation))
     elif cfg.families:
         logger.warning("no models configured: instances only, no evaluation")
+    if analysed or counts.get("worlds"):
+        run_folder.current(run, "analyse")
     provenance = {"versions": versions(), "git_sha": git_sha()}
     run_info = report_run_info(cfg, provenance)
     report = None
+    title = f"horizonbench: {cfg.run.name}"
     if analysed or counts.get("worlds", {}).get("episodes"):
-        report = build_report(str(run), f"horizonbench: {cfg.run.name}", run_info, _report_counts(counts))
+        report = build_report(str(run), title, run_info, _report_counts(counts))
+        run_folder.current(run, "report")
     write_manifest(run, _base_manifest(cfg, started, provenance) | {"counts": counts})
     shutil.rmtree(run / STAGING, ignore_errors=True)
     if report:
@@ -145,6 +283,11 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     if unfinished:
         logger.warning("%s", unfinished)
         problems.append(unfinished)
+    short = short_bins(cfg, stats)
+    if short:
+        logger.error("%s", unfilled_summary(short))
+        problems.append(unfilled_summary(short))
+    _finish(run, out_template, title, counts, problems, Path(report) if report else None)
     if problems:
         return Failed(message="; ".join(problems))
     return str(run / REPORT_REL) if report else str(run)

@@ -1,11 +1,15 @@
 """The run configuration, validated before anything is written.
 
 A config is YAML or JSON. Unknown keys are errors (a typo must not silently fall back
-to a default), and every error names the dotted path of the offending field.
+to a default), types are strict (YAML's ``yes`` is not a seed, ``"no"`` is not a boolean,
+``true`` is not 1: pydantic's lax mode would coerce all three), and every error names the
+dotted path of the offending field.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -54,6 +58,9 @@ class SamplingSpec(_Strict):
     shard_size: int | None = Field(default=None, ge=1, le=100_000)
     #: give up oversampling after this many candidates (unfilled bins are reported)
     max_candidates: int = Field(default=200_000, ge=1)
+    #: a run whose bins are not all filled ends with exit code 4 and the list of short
+    #: bins (everything is still written); true accepts short bins as a success
+    allow_unfilled: bool = False
 
     @model_validator(mode="after")
     def _one_target(self) -> SamplingSpec:
@@ -225,6 +232,17 @@ class DaskSpec(_Strict):
     processes: bool = True
 
 
+class GenerationSpec(_Strict):
+    """Where finished generation shards are kept for reruns (``tasks.shard_cache``)."""
+
+    #: a shard cache shared by a series of runs (a nightly series: each night reuses the
+    #: instances of the night before when nothing changed); default ``<out>/cache/shards``
+    cache_dir: str | None = Field(default=None, min_length=1)
+    #: the cache's bound in GB, least recently used keys pruned first; 0 keeps shards
+    #: only while a generation runs (enough to resume one after a crash)
+    cache_max_gb: float = Field(default=4.0, ge=0, le=100_000)
+
+
 class AnalysisSpec(_Strict):
     bootstrap: int = Field(default=200, ge=0, le=100_000)
     #: width of the L-bins the per-length table and the WLS fit use (the paper: 1)
@@ -365,9 +383,44 @@ class WorldsSpec(_Strict):
         )
 
 
+NIGHTLY = "nightly"
+
+
+def nightly_seed(day: dt.date) -> int:
+    """The seed of ``run.seed: nightly`` on ``day``: a hash of the date, so every night
+    draws instances no model has seen, and rerunning the same night draws the same."""
+    digest = hashlib.sha256(f"horizonbench-nightly:{day.isoformat()}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def today_utc() -> dt.date:
+    """The date ``{date}`` in an out folder and ``run.seed: nightly`` both use."""
+    return dt.datetime.now(dt.UTC).date()
+
+
 class RunSpec(_Strict):
     name: str = Field(default="run", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.-]+$")
+    #: an integer, or ``nightly``: the seed derived from the run's UTC date
+    #: (:func:`nightly_seed`); the config as recorded then holds the integer and
+    #: ``seed_from`` the date it came from
     seed: int = Field(default=0, ge=0, lt=2**63)
+    seed_from: str | None = Field(default=None, pattern=r"^nightly:\d{4}-\d{2}-\d{2}$")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nightly(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("seed") == NIGHTLY:
+            day = today_utc()
+            return {**data, "seed": nightly_seed(day), "seed_from": f"{NIGHTLY}:{day.isoformat()}"}
+        return data
+
+    @model_validator(mode="after")
+    def _seed_from(self) -> RunSpec:
+        if self.seed_from is not None:
+            day = dt.date.fromisoformat(self.seed_from.split(":", 1)[1])
+            if self.seed != nightly_seed(day):
+                raise ValueError(f"seed: {self.seed} is not the nightly seed of {day} (seed_from)")
+        return self
 
 
 class Config(_Strict):
@@ -376,6 +429,7 @@ class Config(_Strict):
     #: a world-model study (environments, grid, offline agents)
     worlds: WorldsSpec | None = None
     evaluation: EvaluationSpec = EvaluationSpec()
+    generation: GenerationSpec = GenerationSpec()
     dask: DaskSpec = DaskSpec()
     analysis: AnalysisSpec = AnalysisSpec()
 
@@ -405,10 +459,19 @@ class Config(_Strict):
         return self
 
 
+def _shown(value: Any) -> str:
+    kind = type(value).__name__
+    text = repr(value)
+    return f"{text[:40]}{'...' if len(text) > 40 else ''}, a {kind}" if kind != "NoneType" else "null"
+
+
 def _format_error(err: ValidationError) -> str:
     first = err.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "(top level)"
     msg = first["msg"].removeprefix("Value error, ")
+    if first["type"].endswith("_type") and "input" in first:
+        # strict types: say what was given, since YAML's spelling hides it (yes, "5")
+        msg += f" (got {_shown(first['input'])})"
     # a section's own check names the field first ("sc: must be in 3..60"): put it in the path
     field = re.match(r"([a-z_][a-z0-9_.]*): (.*)", msg, re.S)
     if field and first["type"] == "value_error":
@@ -458,7 +521,7 @@ def parse_config(data: Any, source: str = "config") -> Config:
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
     try:
-        cfg = Config.model_validate(data)
+        cfg = Config.model_validate(data, strict=True)
     except ValidationError as err:
         raise ConfigError(f"{source}: {_format_error(err)}") from None
     cfg = expand_sweeps(cfg, source)
@@ -475,10 +538,28 @@ def parse_config(data: Any, source: str = "config") -> Config:
                 raise ConfigError(f"{where}: {fam_name} supports {known}, not {mode!r}")
         for section, model in (("params", family.params_model), ("prompt", family.prompt_model)):
             try:
-                model.model_validate(getattr(spec, section))
+                model.model_validate(getattr(spec, section), strict=True)
             except ValidationError as err:
                 raise ConfigError(f"{source}: families.{fam_name}.{section}.{_format_error(err)}") from None
     return cfg
+
+
+def check_requests(cfg: Config, source: str = "config") -> None:
+    """Refuse what no run of this config can deliver, where a family can compute it
+    (a maze family's unreachable L bins or key count): a ConfigError naming the field,
+    before anything is written. Families without the hook (``request_problems``) are
+    left to the run, whose short bins end it with exit code 4."""
+    from horizonbench.core.registry import get_family
+
+    for label, spec in cfg.families.items():
+        family = get_family(label)
+        check = getattr(family, "request_problems", None)
+        if check is None:
+            continue
+        problems = check(family.params_model.model_validate(spec.params), spec.sampling)
+        if problems:
+            more = f" (and {len(problems) - 1} more problem)" if len(problems) > 1 else ""
+            raise ConfigError(f"{source}: families.{label}.{problems[0]}{more}")
 
 
 def load_config(path: str | Path) -> Config:

@@ -186,17 +186,20 @@ def rebuild_analysis(path: Path) -> dict[str, str]:
     """Rewrite ``<run>/analysis/*`` from the scores and episodes tables with the
     config in the manifest; returns the paths written, by table name."""
     from horizonbench.tasks.analyse import analyse
+    from horizonbench.tasks.run_folder import run_lock
     from horizonbench.tasks.worlds import analyse_worlds
 
     run = read_run(path)
     parts = analysis_parts(run)
     paths: dict[str, str] = {}
-    if "scores" in parts:
-        paths.update(_call(analyse, run.cfg, str(run.path)))
-    if "episodes" in parts:
-        written = _call(analyse_worlds, run.cfg, str(run.path))
-        paths.update({f"worlds_{name}": p for name, p in written.items()})
-    _record_rebuild(run, "analysis", [_rel(run, p) for p in paths.values()])
+    # a rebuild writes into the folder: never beside a run that is writing it
+    with run_lock(run.path, "horizonbench analyze"):
+        if "scores" in parts:
+            paths.update(_call(analyse, run.cfg, str(run.path)))
+        if "episodes" in parts:
+            written = _call(analyse_worlds, run.cfg, str(run.path))
+            paths.update({f"worlds_{name}": p for name, p in written.items()})
+        _record_rebuild(run, "analysis", [_rel(run, p) for p in paths.values()])
     return paths
 
 
@@ -257,12 +260,14 @@ def report_parts(run: RunFolder) -> list[str]:
 def rebuild_report(path: Path) -> str:
     """Rewrite ``<run>/report/index.html`` from the run's tables and analysis."""
     from horizonbench.tasks.report import build_report
+    from horizonbench.tasks.run_folder import run_lock
 
     run = read_run(path)
     report_parts(run)
     title, info, counts = report_inputs(run)
-    dest = _call(build_report, str(run.path), title, info, counts)
-    _record_rebuild(run, "report", [_rel(run, dest)])
+    with run_lock(run.path, "horizonbench report"):
+        dest = _call(build_report, str(run.path), title, info, counts)
+        _record_rebuild(run, "report", [_rel(run, dest)])
     return str(dest)
 
 

@@ -31,6 +31,9 @@ _PACKAGES = (
 _SKIP_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp", ".hbshard")
 #: folders of the run that hold no results (the run's own shard cache)
 _SKIP_DIRS = ("cache/",)
+#: the run folder's lock and live state (``tasks.run_folder``): they change after the
+#: manifest is written (the state's last word is the run's end)
+_SKIP_FILES = (".horizonbench.lock", "state.json")
 
 
 def versions() -> dict[str, str]:
@@ -69,7 +72,8 @@ def content_hashes(run: Path) -> dict[str, str]:
     out = {}
     for path in sorted(p for p in run.rglob("*") if p.is_file()):
         rel = path.relative_to(run).as_posix()
-        if rel == MANIFEST or rel.startswith((STAGING, *_SKIP_DIRS)) or path.name.endswith(_SKIP_SUFFIXES):
+        skip = rel in (MANIFEST, *_SKIP_FILES) or rel.startswith((STAGING, *_SKIP_DIRS))
+        if skip or path.name.endswith(_SKIP_SUFFIXES):
             continue
         out[rel] = sha256_file(path)
     return out
