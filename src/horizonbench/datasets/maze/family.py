@@ -163,6 +163,12 @@ class MazeFamily:
         }
         return Candidate(row)
 
+    def request_problems(self, params: BaseModel, sampling: Any) -> list[str]:
+        """What these params and sampling cannot deliver (``schemas.config.check_requests``)."""
+        from horizonbench.datasets.maze.limits import request_problems
+
+        return request_problems(params, sampling)
+
     def difficulty(self, row: Mapping[str, Any]) -> int:
         return int(row["solution_length"])
 
