@@ -136,8 +136,12 @@ def _gold_plan(
     move_to, unlock_to = _room_steps(rows, cols)
     plan = [Step("start", names[start])]
     support: list[F.FactItem] = [("bob", (names[start],))]
-    unlocked: set[Edge] = set()
-    listed: set[Edge] = set()
+    # walls as codes low * n + high: an int is cheaper to make and hash than a pair,
+    # and the walk below looks up every wall of the path
+    n = rows * cols
+    key_of_code = {a * n + b: k for (a, b), k in key_of_door.items()}
+    unlocked: set[int] = set()
+    listed: set[int] = set()
     append, add_listed = support.append, listed.add
     for c_key, _door, path in segments:
         if c_key >= 0:
@@ -146,9 +150,9 @@ def _gold_plan(
             append(("key", (str(k), names[c_key])))
         a = path[0]
         for b in path[1:]:
-            e = (a, b) if a < b else (b, a)
-            if e in key_of_door and e not in unlocked:
-                k = key_of_door[e]
+            e = a * n + b if a < b else b * n + a
+            if e in key_of_code and e not in unlocked:
+                k = key_of_code[e]
                 plan.append(_key_steps(k)[1])
                 plan.append(unlock_to[b])
                 unlocked.add(e)

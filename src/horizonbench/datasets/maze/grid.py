@@ -218,10 +218,15 @@ class CuttableTree:
         # a slot's wall is looked up in the mask (the sentinel wall m is never in it)
         slot_edge, slot_nbr = _slot_layout(rows, cols)
         n = rows * cols
-        present = np.append(in_tree, False)[slot_edge]
-        indices = slot_nbr[present]
+        present = np.append(in_tree, False)[slot_edge]  # (n, 4) bools, C order
+        indices = slot_nbr.ravel()[np.flatnonzero(present)]
+        # a cell's four bools (bytes 0 or 1) read as one 32-bit word: times 0x01010101,
+        # the top byte is their sum, the cell's degree (``count_nonzero(axis=1)`` costs
+        # several times more on 1,600 cells)
+        words = present.view(np.uint32).ravel()
+        degree = (words * np.uint32(0x01010101)) >> np.uint32(24)
         indptr = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(np.count_nonzero(present, axis=1), out=indptr[1:])
+        np.cumsum(degree, dtype=np.int32, out=indptr[1:])
         self._indptr = indptr
         self._graph = _square_csr(np.ones(indices.shape[0]), indices, indptr, n)
 
