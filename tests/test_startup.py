@@ -306,6 +306,65 @@ def test_dask_client_uses_the_shared_cluster_and_the_block_closes_it() -> None:
         assert client.scheduler.address != address
 
 
+def _config(**changes: object) -> object:
+    from horizonbench.schemas.config import parse_config
+
+    raw: dict[str, object] = {
+        "run": {"name": "small", "seed": 1},
+        "families": {"maze": {"params": {"grid_rows": 5, "grid_cols": 5}, "sampling": {"count": 10}}},
+        "evaluation": {"models": [{"name": "oracle", "provider": "offline", "kind": "oracle"}]},
+        "dask": {"n_workers": 2},
+    }
+    raw.update(changes)
+    return parse_config(raw, source="test")
+
+
+def test_a_small_run_generates_in_process_and_a_larger_one_on_worker_processes() -> None:
+    from horizonbench.tasks.cluster import SMALL_RUN_MAX, small_run
+
+    maze = {"params": {"grid_rows": 5, "grid_cols": 5}}
+    assert small_run(_config())
+    assert not small_run(_config(families={"maze": {**maze, "sampling": {"count": SMALL_RUN_MAX + 1}}}))
+    bins = {"min": 2, "max": 12, "width": 1, "per_bin": 10}  # 10 bins of 10: at the limit
+    assert small_run(_config(families={"maze": {**maze, "sampling": {"bins": bins}}}))
+    # sweep settings are instance tables of their own: three settings of 40
+    swept = {**maze, "sampling": {"count": 40}, "sweep": [{"name": "a"}, {"name": "b"}]}
+    assert not small_run(_config(families={"maze": swept}))
+    assert not small_run(_config(families={"hanoi": {"params": {"ns": [1, 2]}, "sampling": {"all": True}}}))
+    assert not small_run(_config(dask={"address": "tcp://127.0.0.1:8786"}))
+
+
+def test_a_small_runs_shared_cluster_is_one_thread_of_this_process() -> None:
+    from horizonbench.schemas.config import DaskSpec
+    from horizonbench.tasks.cluster import dask_client, shared_cluster
+
+    spec = DaskSpec(n_workers=2)
+    with shared_cluster(spec, ("maze",), in_process=True) as cluster:
+        with dask_client(spec) as client:
+            workers = client.scheduler_info()["workers"]
+            assert len(workers) == 1
+            assert client.run(os.getpid) == {address: os.getpid() for address in workers}
+    assert cluster.status.name == "closed"
+
+
+def test_a_bad_config_stops_the_server_started_before_it_was_read(tmp_path) -> None:
+    """The server is spawned before the config is read; a config error (exit 2) stops it."""
+    (tmp_path / "bad.yaml").write_text("run: {name: x, seed: 1}\nfamilies: {}\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(tmp_path / "home"),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        HORIZONBENCH_TIMINGS=str(tmp_path / "t.jsonl"),
+    )
+    exe = Path(sys.executable).with_name("horizonbench")
+    cmd = [str(exe), "run", "--config", str(tmp_path / "bad.yaml"), "--out", str(tmp_path / "run")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    events = [json.loads(line)["event"] for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert events == ["cli start", "server spawned", "server stopped"]
+    assert not (tmp_path / "run").exists()
+
+
 # --- the exit ------------------------------------------------------------------------------
 
 

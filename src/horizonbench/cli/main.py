@@ -208,7 +208,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.workers is not None and args.workers < 1:
         return _fail("--workers must be at least 1", 2)
+    from horizonbench.cli.prefect_server import spawn_early, stop_early
 
+    # the server's start is the longest step before the flow: it starts before the
+    # config is read, and is stopped on the way out if no flow took it over
+    _prefect_defaults()  # in the server's environment too
+    spawn_early()
+    try:
+        return _checked_run(args, argv)
+    finally:
+        stop_early()
+
+
+def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """``main`` for the commands that run a flow: check the config and the run folder,
+    then run (exit 2, before anything is written, if a check fails)."""
     from horizonbench.core.errors import ConfigError
 
     try:
@@ -232,7 +246,6 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.no_progress:
         progress.ENABLED["value"] = False
-    _prefect_defaults()
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         code = _execute(args, cfg, out)
@@ -383,7 +396,8 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     """The command's own start-up work, done while the temporary Prefect server starts
     (a subprocess, on the other core): import the pipeline, start the LocalCluster the
     generation and world stages share, import Great Expectations (every command that
-    generates or simulates validates tables; the other commands never import it)."""
+    generates or simulates validates tables; the other commands never import it).
+    A small run's cluster is a worker thread of this process (``tasks.cluster.small_run``)."""
     import horizonbench.flows.pipeline  # noqa: F401 - prefect, pandas, the stages
     from horizonbench.cli.prefect_server import mark
 
@@ -393,7 +407,7 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     if cfg.families or worlds:
         import distributed  # noqa: F401 - before another thread imports anything
 
-        from horizonbench.tasks.cluster import shared_cluster
+        from horizonbench.tasks.cluster import shared_cluster, small_run
 
         mark("imports done")
         # Great Expectations (2 s; its first use is the first validation) imports in a
@@ -402,7 +416,7 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
         gx = threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True)
         gx.start()
         try:
-            stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families)))
+            stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families), in_process=small_run(cfg)))
             mark("cluster ready")
         finally:
             gx.join()

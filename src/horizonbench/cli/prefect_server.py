@@ -86,6 +86,15 @@ class TemporaryServer:
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self.ready = False
+        #: the new PREFECT_HOME's database (None: it existed), and whether it was seeded
+        #: from the template; set by ``prepare``
+        self.new_db: Path | None = None
+        self.seeded = False
+
+    def prepare(self) -> None:
+        """Seed a new PREFECT_HOME's database from the template (before ``spawn``)."""
+        self.new_db = None if sequential() else _default_db()
+        self.seeded = self.new_db is not None and _seed_database(self.new_db)
 
     @property
     def address(self) -> str:
@@ -306,6 +315,31 @@ def _startup_timeout() -> float:
     return float(PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS.value())
 
 
+#: the server ``spawn_early`` started, until ``prefect_api`` takes it over
+_EARLY: dict[str, TemporaryServer] = {}
+
+
+def spawn_early() -> None:
+    """Spawn the temporary server now, before the command reads its config (about
+    0.5 s of imports and checks the server need not wait for: its own start is the
+    longest step before the flow). ``prefect_api`` adopts it; a command that ends
+    before that (a bad config, a taken --out) stops it with ``stop_early``. Nothing
+    happens with PREFECT_API_URL set or HORIZONBENCH_SEQUENTIAL_STARTUP=1."""
+    if os.environ.get("PREFECT_API_URL") or sequential() or _EARLY:
+        return
+    server = TemporaryServer()
+    server.prepare()
+    server.spawn()
+    _EARLY["server"] = server
+
+
+def stop_early() -> None:
+    """Stop the server ``spawn_early`` started if no ``prefect_api`` took it over."""
+    server = _EARLY.pop("server", None)
+    if server is not None:
+        server.stop()
+
+
 @contextmanager
 def prefect_api(warm_up: Callable[[], Any] | None = None) -> Iterator[str | None]:
     """Yield the API URL in use; start (and finally stop) a detached server if none is set.
@@ -315,22 +349,24 @@ def prefect_api(warm_up: Callable[[], Any] | None = None) -> Iterator[str | None
     when it runs); the server is stopped whatever it raises.
     """
     if os.environ.get("PREFECT_API_URL"):
+        stop_early()  # (none: spawn_early saw the same variable)
         if warm_up is not None and not sequential():
             warm_up()
         yield os.environ["PREFECT_API_URL"]
         return
-    server = TemporaryServer()
+    server = _EARLY.pop("server", None)
     try:
-        new_db = None if sequential() else _default_db()
-        seeded = new_db is not None and _seed_database(new_db)
-        server.spawn()
+        if server is None:
+            server = TemporaryServer()
+            server.prepare()
+            server.spawn()
         # in the environment at once: Dask workers spawned by the warm-up inherit it
         os.environ["PREFECT_API_URL"] = server.api_url
         if warm_up is not None and not sequential():
             warm_up()
         server.wait_ready(_startup_timeout())
-        if new_db is not None and not seeded:
-            _save_template(new_db)
+        if server.new_db is not None and not server.seeded:
+            _save_template(server.new_db)
         import prefect.settings as ps
 
         updates: dict[Any, Any] = {ps.PREFECT_API_URL: server.api_url}
@@ -342,11 +378,12 @@ def prefect_api(warm_up: Callable[[], Any] | None = None) -> Iterator[str | None
             yield server.api_url
     finally:
         try:
-            if server.ready:
+            if server is not None and server.ready:
                 _drain_prefect_workers()
         finally:
             os.environ.pop("PREFECT_API_URL", None)
-            server.stop()
+            if server is not None:
+                server.stop()
 
 
 def _drain_prefect_workers() -> None:
