@@ -329,7 +329,9 @@ def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
     models = run_world_models(cfg, str(run))
     if models["attempts"]:
         write_table(
-            rows_to_table(models["attempts"], ATTEMPTS_SCHEMA), run / WORLD_ATTEMPTS_REL, "world attempts"
+            rows_to_table(models["attempts"], ATTEMPTS_SCHEMA),
+            run / WORLD_ATTEMPTS_REL,
+            "attempts/world_attempts",
         )
     names = [a.name for a in cfg.worlds.agents]
     stats = dict(offline["stats"])
