@@ -78,7 +78,7 @@ def test_the_flow_run_is_named_tagged_and_has_its_artifacts(nightly):
     link = by_key["horizonbench-small-report"].data  # a link artifact is markdown: [text](url)
     assert re.fullmatch(r"\[HTML report of horizonbench: small\]\(file://.*/report/index\.html\)", link), link
     names = {t.name for t in task_runs if t.flow_run_id == run.id}
-    assert {"validate-instances/maze", "validate-scores"} <= names, names
+    assert {"generate-instances/maze", "validate-instances/maze", "validate-scores"} <= names, names
 
 
 def test_the_series_points_latest_at_the_finished_run_and_its_state_is_current(nightly):

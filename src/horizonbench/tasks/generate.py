@@ -387,7 +387,10 @@ def sample_family(
 
 
 def generate_all(
-    cfg: Config, run_dir: Path, log: Callable[[str], None] | None = None
+    cfg: Config,
+    run_dir: Path,
+    log: Callable[[str], None] | None = None,
+    run_family: Callable[[str, Callable[[], dict[str, Any]]], dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every family's instances into staging, reusing cached shards; per-family stats.
 
@@ -399,13 +402,51 @@ def generate_all(
     root, bound = cache_settings(cfg, run_dir)
     cache = ShardCache(root, bound)
     stats = []
-    with dask_client(cfg.dask) as client:
-        workers = len(client.scheduler_info().get("workers", {})) or cfg.dask.n_workers  # type: ignore[attr-defined]
-        window = max(2, 3 * workers * cfg.dask.threads_per_worker)
-        for name, spec in cfg.families.items():
+    current = {"name": "", "counts": SourceCounts()}
+    try:
+        with dask_client(cfg.dask) as client:
+            stats = _generate_families(cfg, run_dir, client, cache, current, log, run_family)
+    except KeyboardInterrupt as err:
+        if isinstance(err, GenerationInterrupted):
+            raise
+        raise GenerationInterrupted(current["name"], current["counts"], root) from None
+    removed = cache.prune()
+    if removed and log is not None:
+        log(f"shard cache {root}: removed {removed / 2**20:.1f} MiB to stay under {bound / 2**30:.1f} GiB")
+    return stats
+
+
+class GenerationInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM stopped generation; every finished shard is in the cache."""
+
+    def __init__(self, family: str, counts: SourceCounts, root: Path) -> None:
+        where = f" of {family}" if family else ""
+        super().__init__(
+            f"during generation{where}: {counts.shards_generated} shards finished this run "
+            f"({counts.generated} candidates) are kept in the shard cache {root}; rerun the same "
+            "command to resume from them"
+        )
+
+
+def _generate_families(
+    cfg: Config,
+    run_dir: Path,
+    client: Any,
+    cache: ShardCache,
+    current: dict[str, Any],
+    log: Callable[[str], None] | None,
+    run_family: Callable[[str, Callable[[], dict[str, Any]]], dict[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    stats = []
+    workers = len(client.scheduler_info().get("workers", {})) or cfg.dask.n_workers  # type: ignore[attr-defined]
+    window = max(2, 3 * workers * cfg.dask.threads_per_worker)
+    for name, spec in cfg.families.items():
+
+        def one(name: str = name, spec: FamilySpec = spec) -> dict[str, Any]:
             family = get_family(name)
             rel = instances_rel(name)
-            counts = SourceCounts()
+            counts = current["counts"] = SourceCounts()
+            current["name"] = name
             with PartWriter(staged(run_dir, rel), family.instance_schema, rel) as writer:
                 selector = sample_family(
                     client,
@@ -436,15 +477,26 @@ def generate_all(
                     f"{st.generated} generated"
                     + (f"; {len(st.unfilled_bins)} bins short of quota" if st.unfilled_bins else "")
                 )
-            stats.append(st.as_dict())
-    removed = cache.prune()
-    if removed and log is not None:
-        log(f"shard cache {root}: removed {removed / 2**20:.1f} MiB to stay under {bound / 2**30:.1f} GiB")
+            return st.as_dict()
+
+        stats.append(run_family(name, one) if run_family is not None else one())
     return stats
+
+
+@task(name="generate-table", cache_policy=NONE)
+def _generate_table(label: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """One family label's instance table, a task run of its own (``generate-<label>``)."""
+    return work()
+
+
+def _as_task(label: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    return _generate_table.with_options(task_run_name=f"generate-{instances_rel(label)}")(label, work)
 
 
 @task(name="generate", cache_policy=NONE)
 def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
-    """Generate every family's instances into staging; returns per-family statistics."""
+    """Generate every family's instances into staging; returns per-family statistics.
+    Each table is a task run inside this one, named for it, so the UI shows which
+    table took how long and which one an interrupt or a failure stopped."""
     logger = get_run_logger()
-    return generate_all(cfg, Path(run), logger.info)
+    return generate_all(cfg, Path(run), logger.info, _as_task)
