@@ -371,15 +371,16 @@ def episode_cuts(pf: pq.ParquetFile) -> np.ndarray | None:
 
 
 class ShardSizer:
-    """Attempts per shard: about ``target_seconds`` of worker CPU, between MIN and MAX
-    (MAX bounds the bytes in flight: responses run to kilobytes); fixed if given. With
+    """Attempts per shard: about ``target_seconds`` of worker CPU (each task costs the
+    client some milliseconds of Dask's CPU, so not too short), between MIN and MAX (MAX
+    bounds the bytes in flight: responses run to kilobytes); fixed if given. With
     ``workers``, the last shards shrink (never above a ``2 * workers``-th of what is
     left) so that the workers end together: a quarter second left on one worker while
     the other idles is a tenth of a 24k-attempt run on two."""
 
     MIN, MAX, FIRST = 200, 5_000, 500
 
-    def __init__(self, fixed: int | None, target_seconds: float = 0.25, workers: int = 0) -> None:
+    def __init__(self, fixed: int | None, target_seconds: float = 0.5, workers: int = 0) -> None:
         self.fixed = fixed
         self.target = target_seconds
         self.workers = workers
@@ -639,7 +640,7 @@ def score_table(
     With a Dask ``client`` up to ``window`` shards are in flight and their results are
     written in shard order as they come; without one each shard is scored here, by the
     same function, giving the same bytes. ``shard_rows`` fixes the shard size (default:
-    about a quarter second of worker CPU). Shards hold all answers to their instances
+    about half a second of worker CPU, less at the end). Shards hold all answers to their instances
     (see :class:`AttemptLayout`) unless the table's order has more than
     ``max_segments`` rising runs.
     """
