@@ -3,8 +3,10 @@
 Exit codes: 0 done; 1 the run failed (a table broke its suite, a stage crashed);
 2 bad command line or bad config, in which case nothing was written; 3 the run finished
 but some attempts have no answer or some world episodes of model agents are unfinished
-(the last line says how many; rerun to retry them); 130 interrupted by Ctrl-C or SIGTERM
-(answers received so far are kept).
+(the last line says how many; rerun to retry them); 4 the run finished but L bins are
+short of their quota (the last line lists them; ``sampling.allow_unfilled: true``
+accepts that); 130 interrupted by Ctrl-C or SIGTERM (the last line says what is kept).
+``horizonbench status`` exits 0 for a completed run with every output current, else 1.
 """
 
 from __future__ import annotations
@@ -63,6 +65,12 @@ def _parser() -> argparse.ArgumentParser:
             "--overwrite", action="store_true", help="reuse DIR even if it holds a run of another config"
         )
         sp.add_argument("--no-progress", action="store_true", help="no progress bars")
+        sp.add_argument(
+            "--json",
+            action="store_true",
+            help="at the end, print the run's status as one JSON object on stdout "
+            "(what `horizonbench status --json` prints); other lines go to stderr",
+        )
 
     g = sub.add_parser(
         "generate",
@@ -121,6 +129,45 @@ def _parser() -> argparse.ArgumentParser:
         description="Rewrite DIR/report/index.html from the run's tables and analysis tables.",
     )
     rep.add_argument("--run", required=True, metavar="DIR", help="a finished run folder (with manifest.json)")
+    st = sub.add_parser(
+        "status",
+        help="what a run folder holds: done, stale, failed, or still running",
+        description="Print the state of a run folder: whether a run holds it now, how the last "
+        "run ended, which outputs are current and which an interrupted or failed rerun left stale, "
+        "the fitted L0 per model and the report. Exit 0 when the run completed and every output "
+        "is current, else 1; 2 when DIR is not a run folder.",
+    )
+    st.add_argument("--run", required=True, metavar="DIR", help="a run folder")
+    st.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    s = sub.add_parser(
+        "serve",
+        help="run the pipeline on a schedule in this long-running process",
+        description="Register the nightly deployment on the Prefect server at PREFECT_API_URL and run "
+        "its flow runs in this process until stopped. deployment/prefect.yaml with a worker is the "
+        "work-pool alternative.",
+    )
+    s.add_argument("--config", required=True, metavar="FILE", help="YAML or JSON run config")
+    s.add_argument(
+        "--out",
+        default="runs/nightly/{date}",
+        metavar="DIR",
+        help="run folder; {date} becomes the run's UTC date (default runs/nightly/{date})",
+    )
+    s.add_argument(
+        "--cron", default="0 2 * * *", help="schedule, cron syntax, in --timezone (default '0 2 * * *')"
+    )
+    s.add_argument(
+        "--timezone",
+        default="UTC",
+        metavar="TZ",
+        help="IANA time zone of the cron, e.g. Europe/Berlin (default UTC)",
+    )
+    s.add_argument("--name", default="nightly", help="deployment name (default nightly)")
+    s.add_argument(
+        "--notify",
+        metavar="TYPE/NAME",
+        help="notification block to alert when a run fails or crashes, e.g. slack-webhook/alerts",
+    )
     c = sub.add_parser(
         "compare",
         help="one HTML page comparing runs: L0 per model and setting, and its trend",
@@ -162,21 +209,6 @@ def _load(args: argparse.Namespace) -> Any:
     return cfg
 
 
-def _check_out(out: Path, cfg: Any, overwrite: bool) -> str | None:
-    """Refuse to mix two different configs in one run folder (it would mix attempts)."""
-    if out.exists() and not out.is_dir():
-        return f"--out {out} exists and is not a folder"
-    manifest = out / "manifest.json"
-    if manifest.exists() and not overwrite:
-        try:
-            old = json.loads(manifest.read_text(encoding="utf-8")).get("config")
-        except (OSError, ValueError):
-            old = None
-        if old is not None and old != cfg.model_dump(mode="json"):
-            return f"--out {out} holds a run of a different config; choose another folder or pass --overwrite"
-    return None
-
-
 def _check_api_keys(cfg: Any) -> None:
     """Fail before writing anything when a model's key is missing from the environment.
 
@@ -203,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         return _export(args)
     if args.command in ("analyze", "report", "compare"):
         return _rebuild(args)
+    if args.command == "status":
+        return _status(args)
+    if args.command == "serve":
+        return _serve(args)
     if args.command == "demo" and args.print_config:
         print(_demo_text(), end="")
         return 0
@@ -237,26 +273,91 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
             _check_api_keys(cfg)
     except ConfigError as err:
         return _fail(str(err), 2)
-    out = Path(args.out)
-    problem = _check_out(out, cfg, args.overwrite)
+    from horizonbench.schemas.config import check_requests
+    from horizonbench.tasks.run_folder import check_out
+
+    try:
+        check_requests(cfg, "config" if args.command == "demo" else args.config)
+    except ConfigError as err:
+        return _fail(str(err), 2)
+    problem = check_out(args.out, cfg.model_dump(mode="json"), args.overwrite)
     if problem:
         return _fail(problem, 2)
+    out = Path(args.out)
+    if cfg.dask.address:
+        from horizonbench.tasks.cluster import connect
+
+        try:  # a bad or unreachable address, or workers of another version: one line
+            connect(cfg.dask.address).close()
+        except ConfigError as err:
+            return _fail(str(err), 2)
 
     from horizonbench.tasks import progress
+    from horizonbench.tasks.run_folder import run_lock
 
     if args.no_progress:
         progress.ENABLED["value"] = False
     previous = signal.signal(signal.SIGTERM, _terminate)
+    stdout = sys.stdout
     try:
-        code = _execute(args, cfg, out)
+        # held from here to the end, so a second run into DIR is refused at once
+        with (
+            run_lock(out, f"horizonbench {args.command}"),
+            contextlib.redirect_stdout(sys.stderr if args.json else stdout),
+        ):
+            code = _execute(args, cfg, out)
+    except ConfigError as err:  # the folder is held by another run
+        code = _fail(str(err), 2)
     except KeyboardInterrupt as err:
-        detail = str(err) or "no attempts were running"
+        detail = str(err) or "before any attempt was sent; the tables already written are kept"
+        if "rerun" not in detail:
+            detail += "; rerun the same command to resume"
         code = _fail(f"interrupted: {detail}", 130)
     finally:
         signal.signal(signal.SIGTERM, previous)
+    if args.json and out.is_dir():
+        _print_json_status(out, stdout)
     if argv is None:  # the installed command, not a caller in the same process
         _exit_now(code)
     return code
+
+
+def _print_json_status(out: Path, stream: Any) -> None:
+    from horizonbench.core.errors import ConfigError
+    from horizonbench.tasks.status import run_status
+
+    try:
+        info = run_status(out)
+    except ConfigError as err:
+        info = {"run": str(out.resolve()), "status": "unknown", "problems": [str(err)]}
+    print(json.dumps(info, sort_keys=True, default=str), file=stream, flush=True)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from horizonbench.core.errors import ConfigError
+    from horizonbench.tasks.status import exit_code, format_status, run_status
+
+    try:
+        info = run_status(Path(args.run))
+    except ConfigError as err:
+        return _fail(str(err), 2)
+    print(json.dumps(info, sort_keys=True, default=str) if args.json else format_status(info))
+    return exit_code(info)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``serve``: every input checked first (one line, exit 2), then serves until stopped."""
+    from horizonbench.core.errors import ConfigError
+    from horizonbench.flows.deployment import serve_nightly
+
+    _prefect_defaults()
+    try:
+        serve_nightly(args.config, args.out, args.cron, args.timezone, args.name, args.notify)
+    except ConfigError as err:
+        return _fail(str(err), 2)
+    except KeyboardInterrupt:
+        return _fail("interrupted: serving stopped", 130)
+    return 0
 
 
 def _exit_now(code: int) -> None:
@@ -456,7 +557,7 @@ def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
         # the run finished, but attempts have no answer or episodes are unfinished
         report = out / "report" / "index.html"
         print(f"report: {report.resolve()}" if report.exists() else f"run: {out}")
-        return _missing_attempts(out) or _fail("the run failed (see the Prefect log above)", 1)
+        return _missing_attempts(out, cfg) or _fail("the run failed (see the Prefect log above)", 1)
     finally:
         mark("cli done")
 
@@ -494,13 +595,14 @@ def _flows(args: argparse.Namespace, cfg: Any, out: Path) -> int:
         return 0
     result = pipeline(cfg, str(out))
     print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
-    return _missing_attempts(out)
+    return _missing_attempts(out, cfg)
 
 
-def _missing_attempts(out: Path) -> int:
+def _missing_attempts(out: Path, cfg: Any) -> int:
     """Exit 3 with one line when the finished run left attempts without an answer or
-    world episodes of model agents unfinished (the same line the flow run fails with)."""
-    from horizonbench.flows.pipeline import missing_summary, silent_models
+    world episodes of model agents unfinished (the same line the flow run fails with);
+    else exit 4 when L bins are short of their quota (and the config does not allow it)."""
+    from horizonbench.flows.pipeline import missing_summary, short_bins, silent_models, unfilled_summary
     from horizonbench.tasks.world_models import unfinished_summary
 
     try:
@@ -516,7 +618,10 @@ def _missing_attempts(out: Path) -> int:
     unfinished = unfinished_summary((counts.get("worlds") or {}).get("models", {}))
     if unfinished:
         problems.append(unfinished)
-    return _fail("; ".join(problems), 3) if problems else 0
+    short = short_bins(cfg, counts.get("generation") or [])
+    if problems:
+        return _fail("; ".join(problems + ([unfilled_summary(short)] if short else [])), 3)
+    return _fail(unfilled_summary(short), 4) if short else 0
 
 
 if __name__ == "__main__":

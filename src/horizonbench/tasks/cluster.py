@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
+import sys
+import threading
 from collections.abc import Iterator
 from typing import Any
 
+from horizonbench import __version__
+from horizonbench.core.errors import ConfigError
 from horizonbench.schemas.config import Config, DaskSpec, SamplingSpec
 
 #: a run that keeps at most this many instances over all families and sweep settings
@@ -37,17 +42,45 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _local_cluster(spec: DaskSpec) -> Any:
+def _local_cluster(spec: DaskSpec, dashboard: bool = True) -> Any:
+    """A LocalCluster whose worker processes ignore SIGINT: Ctrl-C in a terminal goes to
+    the whole process group, and a worker that took it would die printing a traceback
+    while the command is already stopping them in order (it closes the cluster on the
+    way out). The disposition is set while the workers are spawned (they inherit it, and
+    Python keeps an inherited SIG_IGN) and restored at once. The dashboard listens on a
+    free port of 127.0.0.1 (never the fixed 8787 another cluster may hold) and its link
+    is logged."""
     from distributed import LocalCluster
 
     _quiet()
-    return LocalCluster(
-        n_workers=spec.n_workers,
-        threads_per_worker=spec.threads_per_worker,
-        processes=spec.processes,
-        dashboard_address=None,
-        silence_logs=logging.ERROR,
-    )
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main and spec.processes else None
+    try:
+        cluster = LocalCluster(
+            n_workers=spec.n_workers,
+            threads_per_worker=spec.threads_per_worker,
+            processes=spec.processes,
+            dashboard_address="127.0.0.1:0" if dashboard else None,
+            worker_dashboard_address=None,
+            silence_logs=logging.ERROR,
+        )
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if dashboard:
+        _log_dashboard(cluster.dashboard_link)
+    return cluster
+
+
+def _log_dashboard(link: str) -> None:
+    """In the flow run's log when there is one; else (the CLI starts the cluster before
+    the flow) one line on stderr."""
+    try:
+        from prefect import get_run_logger
+
+        get_run_logger().info("Dask dashboard: %s", link)
+    except Exception:  # noqa: BLE001 - no run context
+        print(f"horizonbench: Dask dashboard: {link}", file=sys.stderr, flush=True)
 
 
 def _kept_at_most(sampling: SamplingSpec) -> int | None:
@@ -107,7 +140,8 @@ def shared_cluster(
     from distributed import Client
 
     started = spec.model_copy(update={"n_workers": 1, "threads_per_worker": 1, "processes": False})
-    cluster = _local_cluster(started if in_process else spec)
+    # a small run's in-process cluster is over in a second: no dashboard (bokeh's import)
+    cluster = _local_cluster(started if in_process else spec, dashboard=not in_process)
     client = Client(cluster)
     warming = [
         client.submit(warm_worker, families, workers=[address], pure=False, allow_other_workers=False)
@@ -129,7 +163,7 @@ def dask_client(spec: DaskSpec) -> Iterator[object]:
     from distributed import Client
 
     if spec.address:
-        client = Client(spec.address)
+        client = connect(spec.address)
         try:
             yield client
         finally:
@@ -150,3 +184,73 @@ def dask_client(spec: DaskSpec) -> Iterator[object]:
     finally:
         client.close()
         cluster.close()
+
+
+#: how long a scheduler may take to answer before ``--dask-address`` is called unreachable
+CONNECT_TIMEOUT_S = 10.0
+
+
+def worker_version() -> str:
+    """Run on each worker: the horizonbench it imports."""
+    return __version__
+
+
+def _refused(address: str, timeout: float) -> str | None:
+    """For a tcp:// address, why a plain connection fails (refused, no such host), found
+    at once instead of after Dask's retries for the whole timeout; else None."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not address.startswith("tcp://"):
+        return None
+    try:
+        parts = urlsplit(address)
+        host, port = parts.hostname, parts.port
+    except ValueError as err:
+        return str(err)
+    if not host or not port:
+        return "no host:port"
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except OSError as err:
+        return err.strerror or str(err)
+
+
+def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
+    """A client of an existing scheduler whose workers run this horizonbench version.
+
+    A worker of another version would generate other instances (or fail to unpickle a
+    shard), so any mismatch is one ConfigError naming the workers and both versions; so
+    is an address nothing answers at within ``timeout`` (instead of Dask's 30 s wait and
+    a 200-line traceback)."""
+    from distributed import Client
+
+    if "://" not in address or not address.split("://", 1)[1]:
+        raise ConfigError(f"--dask-address {address!r}: give a scheduler address like tcp://host:8786")
+    _quiet()
+    refused = _refused(address, timeout)
+    if refused:
+        raise ConfigError(f"--dask-address {address}: no Dask scheduler answered ({refused})")
+    try:
+        client = Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError) as err:
+        reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise ConfigError(f"--dask-address {address}: no Dask scheduler answered ({reason})") from None
+    try:
+        versions = client.run(worker_version)
+    except Exception as err:  # noqa: BLE001 - e.g. a worker without horizonbench
+        client.close()
+        raise ConfigError(
+            f"--dask-address {address}: the workers cannot run horizonbench "
+            f"({type(err).__name__}: {str(err)[:200]}); install horizonbench {__version__} on every worker"
+        ) from None
+    wrong = {w: v for w, v in versions.items() if v != __version__}
+    if wrong:
+        client.close()
+        shown = ", ".join(f"{w} has {v}" for w, v in sorted(wrong.items())[:4])
+        raise ConfigError(
+            f"--dask-address {address}: workers run another horizonbench than this client's "
+            f"{__version__} ({shown}); install the same version on every worker"
+        )
+    return client

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,14 @@ def _fits(run: Path) -> list[dict[str, Any]]:
     cols = ["family", "model", "method", "L0", "L0_low", "L0_high"]
     table = pq.read_table(path)
     have = [c for c in cols if c in table.column_names]
-    return table.select(have).to_pylist()
+    return [{k: _json_number(v) for k, v in row.items()} for row in table.select(have).to_pylist()]
+
+
+def _json_number(value: Any) -> Any:
+    """JSON has no inf or nan (an oracle's L0 is inf): those become the strings."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
 
 
 def run_status(run: Path) -> dict[str, Any]:
@@ -109,12 +117,18 @@ def format_status(info: dict[str, Any]) -> str:
     for fit in info["fits"]:
         ci = ""
         if fit.get("L0_low") is not None and fit.get("L0_high") is not None:
-            ci = f" ({fit['L0_low']:.1f} to {fit['L0_high']:.1f})"
+            ci = f" ({_shown(fit['L0_low'])} to {_shown(fit['L0_high'])})"
         if fit.get("L0") is not None:
-            lines.append(f"L0 {fit['family']}/{fit['model']} {fit.get('method', '')}: {fit['L0']:.1f}{ci}")
+            lines.append(
+                f"L0 {fit['family']}/{fit['model']} {fit.get('method', '')}: {_shown(fit['L0'])}{ci}"
+            )
     if info["report"]:
         lines.append(f"report: {info['report']}")
     return "\n".join(lines)
+
+
+def _shown(value: Any) -> str:
+    return f"{value:.1f}" if isinstance(value, (int, float)) else str(value)
 
 
 def exit_code(info: dict[str, Any]) -> int:

@@ -280,11 +280,15 @@ def validate_table(path: str, table: str, suite: Suite, run: str) -> dict[str, A
     ValidationFailed with the reasons if it fails."""
     import pyarrow.parquet as pq
 
+    from horizonbench.tasks.data_docs import make_offline
+
     logger = get_run_logger()
     if Path(path).is_dir():
         summary = validate_parts(Path(path), table, suite, Path(run))
     else:
         summary = validate_frame(pq.read_table(path).to_pandas(), table, suite, Path(run))
+    # passed or not, the data docs open offline and list every table validated so far
+    make_offline(Path(run) / "validation" / "data_docs", Path(run) / "validation")
     if not summary["success"]:
         reasons = "; ".join(summary["failures"]) or "see validation results"
         raise ValidationFailed(
