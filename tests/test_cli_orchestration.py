@@ -162,3 +162,12 @@ def test_short_bins_exit_4_with_the_list_and_json_on_stdout(tmp_path):
     allowed = _config(tmp_path, max_candidates=60, allow_unfilled=True)
     ok = _cli(tmp_path, "generate", "--config", str(allowed), "--out", "short", "--no-progress")
     assert ok.returncode == 0, ok.stderr[-3000:]
+
+
+def test_serve_without_a_prefect_server_is_one_line_exit_2(monkeypatch, capsys):
+    from horizonbench.cli.main import main
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    code = main(["serve", "--config", str(CONFIGS / "small.yaml"), "--out", "runs/nightly/{date}"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "PREFECT_API_URL" in err[0], err

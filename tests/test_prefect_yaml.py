@@ -350,6 +350,29 @@ def test_the_nightly_run_completes_and_leaves_a_manifest_and_a_report(nightly: N
     manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["config"]["run"]["name"] == "small"
     assert (run / "report" / "index.html").stat().st_size > 0
+    assert (nightly.out / "latest").resolve() == run.resolve()  # the series points at it
+
+
+def test_the_workers_run_left_its_artifacts_and_tags_on_the_server(server: Server, nightly: Nightly) -> None:
+    """What the UI shows of a run a worker completed, read back through the client."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    with _api(server), get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(nightly.good.id)
+        artifacts = client.read_artifacts(
+            artifact_filter=ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=[nightly.good.id]))
+        )
+    assert {"run:small", "family:maze", "model:oracle"} <= set(flow_run.tags)
+    assert flow_run.name.startswith("small-")
+    keys = {a.key: a for a in artifacts}
+    assert set(keys) == {
+        "horizonbench-small-summary",
+        "horizonbench-small-horizons",
+        "horizonbench-small-report",
+    }
+    assert "| maze |" in keys["horizonbench-small-summary"].data
+    assert "L0" in keys["horizonbench-small-horizons"].data
 
 
 def test_the_deployment_has_the_yaml_schedule_time_zone_and_a_limit_of_one(
