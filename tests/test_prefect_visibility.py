@@ -92,6 +92,26 @@ def test_the_series_points_latest_at_the_finished_run_and_its_state_is_current(n
     )
 
 
+def test_a_changed_rerun_rewrites_only_what_is_downstream_of_the_change(nightly):
+    """Only the analysis settings change: instances and scores keep their bytes and
+    their modification times; the analysis is rewritten; everything ends current."""
+    from horizonbench.flows.pipeline import pipeline
+
+    series, out, _ = nightly
+    kept = [out / "instances" / "maze" / "part-00000.parquet", out / "scores" / "scores.parquet"]
+    before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept}
+    fits = out / "analysis" / "fits.parquet"
+    fits_before = fits.read_bytes()
+    data = yaml.safe_load((CONFIGS / "small.yaml").read_text())
+    data["analysis"]["bootstrap"] = 7
+    time.sleep(0.05)  # a rewrite would show in the nanosecond mtimes
+    pipeline(parse_config(data), str(out))
+    assert {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in kept} == before
+    assert fits.read_bytes() != fits_before
+    state = json.loads((out / "state.json").read_text())
+    assert state["status"] == "completed" and {o["status"] for o in state["outputs"].values()} == {"current"}
+
+
 def test_a_crash_in_a_rerun_leaves_nothing_stale_that_passes_as_current(nightly, monkeypatch):
     """A rerun that dies in evaluation: the old scores, analysis and report are marked
     stale (the report bannered), the state says failed, no manifest claims the run."""

@@ -74,16 +74,50 @@ def staged(run: Path, rel: str) -> Path:
 
 
 def promote(run: Path, rel: str) -> Path:
-    """Move a validated file or folder from staging to its real place in the run."""
+    """Move a validated file or folder from staging to its real place in the run.
+
+    When the run folder already holds the same bytes (a rerun whose inputs did not
+    change), the staged copy is dropped and the file left as it was: a rerun changes
+    nothing but what is downstream of what changed, modification times included, so a
+    reader watching the folder sees no change where there is none."""
     src = staged(run, rel)
     dest = run / rel
     dest.parent.mkdir(parents=True, exist_ok=True)
+    if _same_content(src, dest):
+        if src.is_dir():
+            shutil.rmtree(src)
+        else:
+            src.unlink()
+        return dest
     if dest.is_dir():
         shutil.rmtree(dest)
     elif dest.exists():
         dest.unlink()
     os.replace(src, dest)
     return dest
+
+
+def _same_bytes(a: Path, b: Path) -> bool:
+    if a.stat().st_size != b.stat().st_size:
+        return False
+    with a.open("rb") as fa, b.open("rb") as fb:
+        while True:
+            x, y = fa.read(1 << 20), fb.read(1 << 20)
+            if x != y:
+                return False
+            if not x:
+                return True
+
+
+def _same_content(src: Path, dest: Path) -> bool:
+    """Same file, or same folder tree of files, byte for byte."""
+    if src.is_file() and dest.is_file():
+        return _same_bytes(src, dest)
+    if not (src.is_dir() and dest.is_dir()):
+        return False
+    a = sorted(p.relative_to(src) for p in src.rglob("*") if p.is_file())
+    b = sorted(p.relative_to(dest) for p in dest.rglob("*") if p.is_file())
+    return a == b and all(_same_bytes(src / r, dest / r) for r in a)
 
 
 def sha256_file(path: Path) -> str:
