@@ -254,3 +254,18 @@ def connect(address: str, timeout: float = CONNECT_TIMEOUT_S) -> Any:
             f"{__version__} ({shown}); install the same version on every worker"
         )
     return client
+
+
+def lost_cluster(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect's retry condition for the stages that run on Dask: retry only when the
+    cluster went away under the task (a dropped connection to an existing scheduler, a
+    scheduler restart, a network timeout), never for what would fail again (a bad shard,
+    a worker killed by its own task, an interrupt). Safe because both stages resume:
+    generation from its cached shards, scoring from scratch in the same bytes."""
+    from distributed.comm.core import CommClosedError
+
+    try:
+        err = state.result(raise_on_failure=False)
+    except Exception:  # noqa: BLE001 - no readable result: not a case for a retry
+        return False
+    return isinstance(err, (CommClosedError, ConnectionError, TimeoutError))

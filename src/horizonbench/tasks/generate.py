@@ -21,7 +21,7 @@ from horizonbench.datasets.sampling import Selector
 from horizonbench.datasets.shards import NOT_NEEDED, ShardBatch, generate_shard_batch
 from horizonbench.schemas.config import Config, FamilySpec
 from horizonbench.tasks import progress as prog
-from horizonbench.tasks.cluster import dask_client
+from horizonbench.tasks.cluster import dask_client, lost_cluster
 from horizonbench.tasks.layout import instances_rel
 from horizonbench.tasks.shard_cache import CachedShard, FamilyShards, ShardCache, cache_settings
 from horizonbench.tasks.storage import staged
@@ -493,7 +493,7 @@ def _as_task(label: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     return _generate_table.with_options(task_run_name=f"generate-{instances_rel(label)}")(label, work)
 
 
-@task(name="generate", cache_policy=NONE)
+@task(name="generate", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=lost_cluster)
 def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
     """Generate every family's instances into staging; returns per-family statistics.
     Each table is a task run inside this one, named for it, so the UI shows which

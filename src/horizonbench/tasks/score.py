@@ -11,7 +11,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from horizonbench.schemas.config import Config
-from horizonbench.tasks.cluster import dask_client
+from horizonbench.tasks.cluster import dask_client, lost_cluster
 from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
 from horizonbench.tasks.score_shards import ShardSizer, score_rows, score_table
 from horizonbench.tasks.storage import staged
@@ -31,7 +31,7 @@ def score_run(
     return score_table(run / ATTEMPTS_REL, folders, dest, client, shard_rows=shard_rows)
 
 
-@task(name="score", cache_policy=NONE)
+@task(name="score", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=lost_cluster)
 def score_attempts(cfg: Config, run: str) -> str:
     """Write the scores table to staging (it is promoted after validation). A run with
     more attempts than one shard holds is scored on the cluster (``cfg.dask``: a
