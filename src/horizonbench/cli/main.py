@@ -309,7 +309,7 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
     except ConfigError as err:  # the folder is held by another run
         code = _fail(str(err), 2)
     except KeyboardInterrupt as err:
-        detail = str(err) or "before any attempt was sent; the tables already written are kept"
+        detail = str(err) or "the tables already written are kept"
         if "rerun" not in detail:
             detail += "; rerun the same command to resume"
         code = _fail(f"interrupted: {detail}", 130)
