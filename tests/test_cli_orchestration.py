@@ -169,3 +169,15 @@ def test_serve_without_a_prefect_server_is_one_line_exit_2(tmp_path):
     # test in this process may have pointed Prefect's settings at a test server)
     proc = _cli(tmp_path, "serve", "--config", str(CONFIGS / "small.yaml"), timeout=120)
     _one_line_exit_2(proc, "PREFECT_API_URL")
+
+
+def test_a_dated_out_folder_is_one_run_of_a_series_with_a_latest_pointer(tmp_path):
+    import datetime as dt
+
+    cfg = _config(tmp_path)
+    proc = _cli(tmp_path, "generate", "--config", str(cfg), "--out", "series/{date}", "--no-progress")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    day = dt.datetime.now(dt.UTC).date().isoformat()
+    assert sorted(p.name for p in (tmp_path / "series").iterdir()) == [day, "latest"]
+    assert os.readlink(tmp_path / "series" / "latest") == day
+    assert json.loads((tmp_path / "series" / "latest" / "state.json").read_text())["status"] == "completed"

@@ -280,10 +280,15 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
         check_requests(cfg, "config" if args.command == "demo" else args.config)
     except ConfigError as err:
         return _fail(str(err), 2)
-    problem = check_out(args.out, cfg.model_dump(mode="json"), args.overwrite)
+    # {date} (a dated series, as deployments write) resolved once: the checks, the lock
+    # and the flow all see the same folder, even across midnight
+    from horizonbench.schemas.config import today_utc
+
+    resolved = args.out.replace("{date}", today_utc().isoformat())
+    problem = check_out(resolved, cfg.model_dump(mode="json"), args.overwrite)
     if problem:
         return _fail(problem, 2)
-    out = Path(args.out)
+    out = Path(resolved)
     if cfg.dask.address:
         from horizonbench.tasks.cluster import connect
 
@@ -568,13 +573,13 @@ def _flows(args: argparse.Namespace, cfg: Any, out: Path) -> int:
 
     mark("pipeline imported")
     if args.command == "generate":
-        result = generate_flow(cfg, str(out))
+        result = generate_flow(cfg, str(out), _series(args))
         print(f"instances: {Path(result) / 'instances'}")
         return 0
     if getattr(args, "dry_run", False):
         from horizonbench.tasks.estimate import estimate_rows, format_estimate
 
-        generate_flow(cfg, str(out))
+        generate_flow(cfg, str(out), _series(args))
         if cfg.families:
             print(format_estimate(estimate_rows(cfg, out)))
         if cfg.worlds is not None:
@@ -593,9 +598,14 @@ def _flows(args: argparse.Namespace, cfg: Any, out: Path) -> int:
 
                 print(format_world_estimate(rows))
         return 0
-    result = pipeline(cfg, str(out))
+    result = pipeline(cfg, str(out), _series(args))
     print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
     return _missing_attempts(out, cfg)
+
+
+def _series(args: argparse.Namespace) -> str | None:
+    """The dated series ``--out`` names (it holds ``{date}``), whose ``latest`` moves."""
+    return args.out if "{date}" in args.out else None
 
 
 def _missing_attempts(out: Path, cfg: Any) -> int:

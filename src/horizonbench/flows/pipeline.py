@@ -190,7 +190,7 @@ def _base_manifest(cfg: Config, started: float, provenance: dict[str, Any] | Non
 
 
 @flow(name="horizonbench-generate", flow_run_name=flow_run_name, validate_parameters=False)
-def generate_flow(config: dict[str, Any] | Config | str, out: str) -> Any:
+def generate_flow(config: dict[str, Any] | Config | str, out: str, series: str | None = None) -> Any:
     """Generate and validate the instance tables only. Bins left short of their quota
     end the flow run Failed with the list (the CLI exits 4), everything written."""
     started = time.time()
@@ -205,7 +205,7 @@ def generate_flow(config: dict[str, Any] | Config | str, out: str) -> Any:
         shutil.rmtree(run / STAGING, ignore_errors=True)
         short = short_bins(cfg, stats)
         problems = [unfilled_summary(short)] if short else []
-        _finish(run, out, f"horizonbench: {cfg.run.name} (instances)", counts, problems, None)
+        _finish(run, series or out, f"horizonbench: {cfg.run.name} (instances)", counts, problems, None)
         if problems:
             get_run_logger().error("%s", problems[0])
             return Failed(message=problems[0])
@@ -215,7 +215,7 @@ def generate_flow(config: dict[str, Any] | Config | str, out: str) -> Any:
 
 
 @flow(name="horizonbench", flow_run_name=flow_run_name, validate_parameters=False)
-def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
+def pipeline(config: dict[str, Any] | Config | str, out: str, series: str | None = None) -> Any:
     """The whole pipeline; returns the path of the HTML report.
 
     When attempts are left without an answer, world episodes of model agents
@@ -225,10 +225,14 @@ def pipeline(config: dict[str, Any] | Config | str, out: str) -> Any:
     nightly deployment shows it in the Prefect UI; called directly, it raises
     ``prefect.exceptions.FailedRun`` (the CLI turns that into exit code 3, or 4 for
     short bins alone).
+
+    ``out`` may hold ``{date}`` (the run's UTC date): the run is one of a dated series,
+    whose ``latest`` pointer moves to it when it completes. ``series`` is that template
+    when ``out`` was resolved already (the CLI resolves it once, for its checks and lock).
     """
     started = time.time()
     cfg, run = _resolve(config, out)
-    return _guarded(run, lambda: _pipeline(cfg, run, out, started))
+    return _guarded(run, lambda: _pipeline(cfg, run, series or out, started))
 
 
 def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
