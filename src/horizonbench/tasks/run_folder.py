@@ -189,6 +189,21 @@ def run_lock(run: Path, command: str) -> Iterator[dict[str, Any] | None]:
         os.close(fd)
 
 
+def lock_is_held(run: Path) -> bool:
+    """Whether a live process holds the folder (the flock, not the pid in the file)."""
+    try:
+        fd = os.open(run / LOCK, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError as err:
+        return err.errno in (errno.EAGAIN, errno.EACCES)
+    finally:
+        os.close(fd)
+    return False
+
+
 # --------------------------------------------------------------------------- the state
 
 

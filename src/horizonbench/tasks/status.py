@@ -7,34 +7,16 @@ and tries the lock, so it never waits for a running run or imports the stages.
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from horizonbench.core.errors import ConfigError
-from horizonbench.tasks.run_folder import LOCK, STATE, holder, read_state
+from horizonbench.tasks.run_folder import STATE, holder, lock_is_held, read_state
 
 #: exit codes of ``horizonbench status``
 DONE, NOT_DONE = 0, 1
-
-
-def lock_is_held(run: Path) -> bool:
-    """Whether a live process holds the folder (the flock, not the pid in the file)."""
-    try:
-        fd = os.open(run / LOCK, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError as err:
-        return err.errno in (errno.EAGAIN, errno.EACCES)
-    finally:
-        os.close(fd)
-    return False
 
 
 def _fits(run: Path) -> list[dict[str, Any]]:
