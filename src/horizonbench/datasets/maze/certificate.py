@@ -9,8 +9,9 @@ strings shown: a listing whose text and structure disagree is not certified.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from horizonbench.core.types import Step
 from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World, world_from_items
@@ -32,6 +33,40 @@ class Solution:
     on_optimal: set[State] = field(default_factory=set)
 
 
+def _fstring(template: str) -> str:
+    """A ``%s`` template as the source of an f-string over the slots ``s``."""
+    parts = template.replace("{", "{{").replace("}", "}}").split("%s")
+    body = "".join(part + (f"{{s[{i}]}}" if i < len(parts) - 1 else "") for i, part in enumerate(parts))
+    return "f" + repr(body)
+
+
+def _compile_renderer() -> Callable[[Iterable[FactItem]], list[str]]:
+    """:func:`render_items`, written as one comprehension of f-strings generated from
+    ``FACT_TEMPLATES`` (so the sentences live in one place, facts.py).
+
+    An f-string builds its sentence in one step, about twice as fast as ``%`` on a
+    tuple, and the listing is rendered twice per candidate (shown, then checked by the
+    certificate). Only a tuple of exactly its template's slot count takes the
+    f-string; anything else (an unknown kind, slots that do not fit) goes through
+    ``template % slots`` and fails as :func:`~horizonbench.datasets.maze.facts.render_fact`
+    would.
+    """
+    expr = "T[k] % s"
+    for kind, template in reversed(list(FACT_TEMPLATES.items())):
+        arity = template.count("%s")
+        expr = f"({_fstring(template)} if k == {kind!r} and len(s) == {arity} else {expr})"
+    body = f"[{expr} if type(s) is tuple else T[k] % s for k, s in items]"
+    namespace: dict[str, Any] = {"T": FACT_TEMPLATES}
+    # the source is made from our own six templates, nothing from outside
+    exec(compile(f"def render_items(items):\n    return {body}\n", "<maze fact renderer>", "exec"), namespace)
+    return namespace["render_items"]  # type: ignore[no-any-return]
+
+
+#: the sentences of fact items, in order: ``[render_fact(kind, slots) for kind, slots in items]``
+#: (the same strings and the same errors; see :func:`_compile_renderer`)
+render_items = _compile_renderer()
+
+
 def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World | None:
     """The world of a generated listing, or None when ``items`` do not render to ``facts``
     one for one (then the search would certify a maze the model is not shown).
@@ -41,9 +76,8 @@ def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World |
     """
     if len(items) != len(facts):
         return None
-    templates = FACT_TEMPLATES
     try:
-        if [templates[kind] % slots for kind, slots in items] != list(facts):
+        if render_items(items) != list(facts):
             return None
     except (KeyError, TypeError, ValueError):  # an unknown kind, or slots that do not fit its sentence
         return None

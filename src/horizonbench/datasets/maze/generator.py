@@ -27,10 +27,12 @@ import numpy as np
 
 from horizonbench.core.types import Step
 from horizonbench.datasets.maze import facts as F
+from horizonbench.datasets.maze.certificate import render_items
 from horizonbench.datasets.maze.grid import (
     CuttableTree,
+    _kruskal_padded,
+    _slot_layout,
     grid_edges,
-    kruskal_mask,
     path_from_predecessors,
     room_names,
 )
@@ -97,12 +99,33 @@ def _rewind(
 
 
 @lru_cache(maxsize=64)
-def _grid_codes(rows: int, cols: int) -> np.ndarray:
-    """Every wall of ``grid_edges`` as the code u * n + v (ascending, as the walls are)."""
-    u, v = grid_edges(rows, cols)
-    codes = u.astype(np.int64) * (rows * cols) + v
-    codes.setflags(write=False)
-    return codes
+def _step_walls(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """What :func:`_path_walls` looks up: per cell, the walls of its four sides and the
+    sentinel wall m (``_slot_layout`` plus a fifth column), flattened; and the side a step
+    from cell a to cell b goes through, indexed by ``b - a + cols`` (4, the sentinel, for
+    b == a)."""
+    slot_edge, _ = _slot_layout(rows, cols)
+    m = grid_edges(rows, cols)[0].shape[0]
+    walls = np.concatenate([slot_edge, np.full((rows * cols, 1), m, dtype=slot_edge.dtype)], axis=1).ravel()
+    side = np.full(2 * cols + 1, 4, dtype=np.intp)
+    # right before down and left before up: with one column, +1 and -1 are down and up
+    side[cols + 1], side[2 * cols], side[cols - 1], side[0] = 0, 1, 3, 2
+    side[cols] = 4
+    for a in (walls, side):
+        a.setflags(write=False)
+    return walls, side
+
+
+def _path_walls(rows: int, cols: int, segments: list[tuple[int, Edge, list[int]]]) -> np.ndarray:
+    """The walls (``grid_edges`` ids) the gold path goes through, with the sentinel m
+    where two segments meet (each starts where the one before it ends)."""
+    walls, side = _step_walls(rows, cols)
+    flat: list[int] = []
+    for _c, _door, path in segments:
+        flat += path
+    cells = np.array(flat, dtype=np.intp)
+    a, b = cells[:-1], cells[1:]
+    return walls[a * 5 + side[b - a + cols]]
 
 
 @lru_cache(maxsize=64)
@@ -173,14 +196,6 @@ def _gold_plan(
 _CONNECTIONS = frozenset({"open", "locked", "requires"})
 
 
-def _oriented(item: F.FactItem) -> F.FactItem:
-    """The item with the two rooms of a connection the other way round (others as they are)."""
-    kind, slots = item
-    if kind not in _CONNECTIONS:
-        return item
-    return (kind, (slots[1], slots[0], *slots[2:]))
-
-
 def _sattolo_positions(n: int, ratio: float, rng: np.random.Generator) -> np.ndarray:
     """A permutation of range(n) that moves exactly round(ratio * n) items (0 if < 2).
 
@@ -210,20 +225,16 @@ def generate_maze(
     n = rows * cols
     names = room_names(rows, cols)
     rng = np.random.default_rng([seed, 0])
-    in_tree = kruskal_mask(rows, cols, rng)
+    in_tree = _kruskal_padded(rows, cols, rng)  # a mask over grid_edges, and the sentinel wall
     grid_u, grid_v = grid_edges(rows, cols)
-    start, goal, segments = _rewind(n, CuttableTree.from_mask(in_tree, rows, cols), target_keys, rng)
+    start, goal, segments = _rewind(n, CuttableTree._from_padded(in_tree, rows, cols), target_keys, rng)
     path_doors = [door for c, door, _ in segments if c >= 0]
 
     # decoy locked doors off the gold path, with their keys anywhere in the maze; the
-    # off-path tree edges are listed in grid_edges order (sorted by (u, v), and so are
-    # their codes u * n + v)
-    cells = [np.array(path, dtype=np.int64) for _, _, path in segments]
-    ends = [(c[:-1], c[1:]) for c in cells]
-    path_codes = np.concatenate([np.minimum(a, b) * n + np.maximum(a, b) for a, b in ends])
+    # off-path tree edges are listed in grid_edges order
     off_tree = in_tree.copy()
-    off_tree[np.searchsorted(_grid_codes(rows, cols), path_codes)] = False
-    off_idx = np.flatnonzero(off_tree)  # grid edge ids
+    off_tree[_path_walls(rows, cols, segments)] = False
+    off_idx = np.flatnonzero(off_tree)  # grid edge ids (the sentinel is never set)
     n_off = int(off_idx.shape[0])
     n_decoys = min(decoy_doors, n_off)
     decoy_pick = rng.choice(n_off, size=n_decoys, replace=False) if n_decoys else np.zeros(0, int)
@@ -267,9 +278,18 @@ def generate_maze(
     perm_array = _sattolo_positions(len(listing), shuffle_ratio, shuffle_rng)
     perm = perm_array.tolist()
     displaced = int(np.count_nonzero(perm_array != np.arange(len(listing))))
-    # oriented and shuffled in one pass: the fact at position p is item perm[p]
-    shown_items = tuple([_oriented(listing[i]) if flip_of[i] else listing[i] for i in perm])
-    templates = F.FACT_TEMPLATES
+    # oriented and shuffled in one pass: the fact at position p is item perm[p], with
+    # the two rooms of a connection swapped when flipped (written out: a function call
+    # per fact would cost more than the swap)
+    shown: list[F.FactItem] = []
+    show = shown.append
+    for i in perm:
+        item = listing[i]
+        if flip_of[i] and item[0] in _CONNECTIONS:
+            slots = item[1]
+            item = (item[0], (slots[1], slots[0], *slots[2:]))
+        show(item)
+    shown_items = tuple(shown)
     return Maze(
         rows=rows,
         cols=cols,
@@ -277,7 +297,7 @@ def generate_maze(
         goal=names[goal],
         num_keys=len(path_doors),
         gold=tuple(gold),
-        facts=tuple([templates[kind] % slots for kind, slots in shown_items]),
+        facts=tuple(render_items(shown_items)),
         items=shown_items,
         supporting_count=n_support,
         distracting_count=n_noise,

@@ -79,38 +79,41 @@ def _square_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, n: in
 
 
 @lru_cache(maxsize=64)
-def _subdivided_layout(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The fixed parts of :func:`_subdivided_graph`: per cell, its walls with it as the
-    higher end (in ``grid_edges`` order), the row pointers, and the short links' weight."""
+def _subdivided_layout(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """The fixed parts of :func:`_subdivided_graph`: per wall, its two cells as node
+    numbers of the subdivided graph (an (m, 2) array), and the row pointers (two entries
+    for each wall's row, none for the cells' rows)."""
     u, v = grid_edges(rows, cols)
     n, m = rows * cols, u.shape[0]
-    by_high_end = np.argsort(v, kind="stable").astype(np.int32)
-    indptr = np.concatenate([np.arange(m + 1), m + np.cumsum(np.bincount(v, minlength=n))]).astype(np.int32)
-    for a in (by_high_end, indptr):
+    ends = np.stack([u, v], axis=1).astype(np.int32) + np.int32(m)
+    indptr = np.concatenate([np.arange(0, 2 * m + 1, 2), np.full(n, 2 * m)]).astype(np.int32)
+    for a in (ends, indptr):
         a.setflags(write=False)
-    return by_high_end, indptr, np.full(m, 0.5)
+    return ends, indptr
 
 
 def _subdivided_graph(rows: int, cols: int, weights: np.ndarray, order: np.ndarray) -> csr_matrix:
     """The grid with every wall split by a node of its own, laid out in ``order``.
 
-    Wall e = (u, v) becomes node ``rank(e)`` (its position in ``order``) joined to u
-    with e's weight and to v with a link lighter than every wall. Kruskal takes all
-    the links first (they form a forest), then accepts wall e exactly when it would
-    accept it in the grid, so the tree is the same whatever ``order`` is. What the
-    order changes is the work: scipy stable-sorts the weights as they are stored, and
-    weights stored nearly ascending (see :func:`_nearly_sorted_order`) are one fast
-    pass of its merge sort instead of a full sort.
+    Wall e = (u, v) becomes node ``rank(e)`` (its position in ``order``) whose row holds
+    its two cells, both with e's weight. The two are stored, and so sorted (stably),
+    next to each other: Kruskal first joins the new node to u (the node is alone, so
+    that is always taken), then joins it to v exactly when it would accept e in the
+    grid, so the tree is the same whatever ``order`` is, and e is in it when its row
+    keeps both entries. What the order changes is the work: scipy stable-sorts the
+    weights as they are stored, and weights stored nearly ascending (see
+    :func:`_nearly_sorted_order`) are one fast pass of its merge sort instead of a
+    full sort. The graph is built with two gathers and a copy of cached row pointers.
     """
-    u, _v = grid_edges(rows, cols)
-    by_high_end, indptr, links = _subdivided_layout(rows, cols)
-    m = u.shape[0]
-    rank = np.empty(m, dtype=np.int32)
-    rank[order] = np.arange(m, dtype=np.int32)
-    indices = np.concatenate([(u[order] + m).astype(np.int32), rank[by_high_end]])
-    n_all = m + rows * cols
-    # scipy consumes the arrays (overwrite=True below): the cached ones go in as copies
-    return _square_csr(np.concatenate([weights[order], links]), indices, indptr.copy(), n_all)
+    ends, indptr = _subdivided_layout(rows, cols)
+    m = ends.shape[0]
+    stored = weights.take(order)
+    data = np.empty(2 * m)
+    data[0::2] = stored
+    data[1::2] = stored
+    # ``take``, not ``ends[order]``: numpy's fancy indexing of rows costs ten times more.
+    # scipy consumes the arrays (overwrite=True below): the cached pointers go in as a copy
+    return _square_csr(data, ends.take(order, axis=0).ravel(), indptr.copy(), m + rows * cols)
 
 
 def _nearly_sorted_order(weights: np.ndarray) -> np.ndarray:
@@ -147,12 +150,19 @@ def kruskal_mask(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
     ties broken in ``grid_edges`` order), found on the faster layout of
     :func:`_subdivided_graph` stored in :func:`_nearly_sorted_order`.
     """
+    return _kruskal_padded(rows, cols, rng)[:-1]
+
+
+def _kruskal_padded(rows: int, cols: int, rng: np.random.Generator) -> np.ndarray:
+    """:func:`kruskal_mask` with one more wall, never in the tree: the sentinel that
+    :func:`_slot_layout` gives a side of the grid without a wall."""
     m = grid_edges(rows, cols)[0].shape[0]
     weights = 1.0 + rng.random(m)
     order = _nearly_sorted_order(weights)
-    tree = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order), overwrite=True)
-    in_tree = np.zeros(m, dtype=bool)
-    in_tree[order[np.diff(tree.indptr[: m + 1]) != 0]] = True
+    indptr = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order), overwrite=True).indptr
+    in_tree = np.zeros(m + 1, dtype=bool)
+    # wall rank i kept both its entries (node to u, node to v) when it is in the tree
+    in_tree[order] = indptr[1 : m + 1] - indptr[:m] == 2
     return in_tree
 
 
@@ -165,6 +175,14 @@ def _plain_kruskal(rows: int, cols: int, weights: np.ndarray) -> tuple[np.ndarra
     # indices are already the sorted edge list
     u = np.repeat(np.arange(tree.shape[0], dtype=np.int32), np.diff(tree.indptr))
     return u, tree.indices.astype(np.int32)
+
+
+@lru_cache(maxsize=64)
+def _ones(size: int) -> np.ndarray:
+    """A read-only array of ones (the weights of an unweighted search graph)."""
+    ones = np.ones(size)
+    ones.setflags(write=False)
+    return ones
 
 
 @lru_cache(maxsize=64)
@@ -202,33 +220,43 @@ class CuttableTree:
     def __init__(self, u: np.ndarray, v: np.ndarray, rows: int, cols: int) -> None:
         gu, gv = grid_edges(rows, cols)
         n = rows * cols
-        in_tree = np.zeros(gu.shape[0], dtype=bool)
-        in_tree[np.searchsorted(gu.astype(np.int64) * n + gv, u.astype(np.int64) * n + v)] = True
-        self._build(in_tree, rows, cols)
+        padded = np.zeros(gu.shape[0] + 1, dtype=bool)
+        padded[np.searchsorted(gu.astype(np.int64) * n + gv, u.astype(np.int64) * n + v)] = True
+        self._build(padded, rows, cols)
 
     @classmethod
     def from_mask(cls, in_tree: np.ndarray, rows: int, cols: int) -> CuttableTree:
         """The tree of the walls ``in_tree`` marks (a mask over ``grid_edges``)."""
+        return cls._from_padded(np.append(in_tree, False), rows, cols)
+
+    @classmethod
+    def _from_padded(cls, padded: np.ndarray, rows: int, cols: int) -> CuttableTree:
+        """:meth:`from_mask` of a mask with the sentinel wall already appended (False),
+        as :func:`_kruskal_padded` returns it."""
         tree = cls.__new__(cls)
-        tree._build(in_tree, rows, cols)
+        tree._build(padded, rows, cols)
         return tree
 
-    def _build(self, in_tree: np.ndarray, rows: int, cols: int) -> None:
+    def _build(self, padded: np.ndarray, rows: int, cols: int) -> None:
         # four slots per cell in visiting order: right, down (higher), up, left (lower);
         # a slot's wall is looked up in the mask (the sentinel wall m is never in it)
         slot_edge, slot_nbr = _slot_layout(rows, cols)
         n = rows * cols
-        present = np.append(in_tree, False)[slot_edge]  # (n, 4) bools, C order
-        indices = slot_nbr.ravel()[np.flatnonzero(present)]
+        present = padded.take(slot_edge)  # (n, 4) bools, C order
+        # ``take`` rather than fancy indexing, ``add.accumulate`` on int32 rather than
+        # ``cumsum`` with a dtype: the same arrays, each a few microseconds cheaper
+        indices = slot_nbr.ravel().take(np.flatnonzero(present))
         # a cell's four bools (bytes 0 or 1) read as one 32-bit word: times 0x01010101,
         # the top byte is their sum, the cell's degree (``count_nonzero(axis=1)`` costs
         # several times more on 1,600 cells)
         words = present.view(np.uint32).ravel()
         degree = (words * np.uint32(0x01010101)) >> np.uint32(24)
-        indptr = np.zeros(n + 1, dtype=np.int32)
-        np.cumsum(degree, dtype=np.int32, out=indptr[1:])
+        indptr = np.empty(n + 1, dtype=np.int32)
+        indptr[0] = 0
+        np.add.accumulate(degree.view(np.int32), out=indptr[1:])
         self._indptr = indptr
-        self._graph = _square_csr(np.ones(indices.shape[0]), indices, indptr, n)
+        # the search only reads the weights: every tree of a grid shares one array of ones
+        self._graph = _square_csr(_ones(4 * n)[: indices.shape[0]], indices, indptr, n)
 
     def cut(self, a: int, b: int) -> None:
         """Remove the edge a-b (a door locked) from every later search."""
