@@ -366,7 +366,7 @@ def test_a_failing_shard_leaves_no_spool_or_table(
 ) -> None:
     import horizonbench.tasks.score_shards as shards
 
-    real = shards.score_shard
+    real = shards.score_source
     calls = []
 
     def failing(*args: Any) -> Any:
@@ -375,7 +375,7 @@ def test_a_failing_shard_leaves_no_spool_or_table(
             raise RuntimeError("worker lost")
         return real(*args)
 
-    monkeypatch.setattr(shards, "score_shard", failing)
+    monkeypatch.setattr(shards, "score_source", failing)
     dest = tmp_path / "scores.parquet"
     with pytest.raises(RuntimeError, match="worker lost"):
         score_table(run / ATTEMPTS_REL, folders(run), dest, shard_rows=60)
@@ -403,3 +403,142 @@ def test_the_instance_rows_decode_as_to_pylist_does(run: Path) -> None:
         tables += [table, table.slice(3, 5), pa.concat_tables([table.slice(5), table.slice(0, 5)])]
     for table in tables:
         assert _pylist(table) == table.to_pylist()
+
+
+# ---------------------------------------------------------------------------------------------
+# workers read their shards from the files; the collector is paused while a shard is scored
+# ---------------------------------------------------------------------------------------------
+
+
+def test_any_row_groups_of_the_attempts_and_instance_files_give_the_same_bytes(
+    tmp_path: Path, run: Path
+) -> None:
+    """A shard's slices are read by row group (``read_source``): slices across several
+    small row groups, and a cache too small for one of them, change nothing."""
+    import horizonbench.tasks.score_shards as shards
+
+    want = score(run, "groups-default", shard_rows=90)
+    other = tmp_path / "attempts.parquet"
+    pq.write_table(pq.read_table(run / ATTEMPTS_REL), other, row_group_size=37)
+    assert pq.ParquetFile(other).metadata.num_row_groups > 10
+    dest = tmp_path / "scores.parquet"
+    score_table(other, folders(run), dest, shard_rows=90)
+    assert dest.read_bytes() == want
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(shards, "GROUP_CACHE_BYTES", 1)
+        score_table(other, folders(run), dest, shard_rows=90)
+        assert dest.read_bytes() == want
+
+
+def test_the_row_group_cache_is_bounded_and_released(
+    tmp_path: Path, run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import horizonbench.tasks.score_shards as shards
+
+    shards.release_groups()
+    ref = shards.FileRef.of(run / ATTEMPTS_REL)
+    first = shards.read_group(ref, 0, ("response",))
+    assert shards.read_group(ref, 0, ("response",)) is first  # decoded once
+    monkeypatch.setattr(shards, "GROUP_CACHE_BYTES", first.nbytes)
+    shards.read_group(ref, 0, ("model",))
+    assert list(shards._GROUPS) == [(ref, 0, ("model",))]  # the oldest dropped, the last kept
+    assert shards.release_groups() == 1 and not shards._GROUPS
+    score(run, "released")
+    assert not shards._GROUPS  # nothing stays behind a scoring
+
+
+def test_a_file_is_read_only_as_the_client_saw_it(tmp_path: Path) -> None:
+    from horizonbench.tasks.score_shards import FileRef
+
+    path = tmp_path / "f"
+    path.write_bytes(b"abc")
+    ref = FileRef.of(path)
+    assert ref.visible()
+    path.write_bytes(b"abcd")
+    assert not ref.visible()
+    assert not FileRef(str(tmp_path / "missing"), 3, ref.mtime_ns).visible()
+    assert not FileRef(ref.path, 4, ref.mtime_ns + 1).visible()
+
+
+def test_workers_that_cannot_see_the_files_get_the_rows_shipped(
+    run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduler on other machines: ``score_source`` finds no file as the client saw
+    it and returns None; the client then reads and ships that shard and every later one
+    (``score_shard``), to the same bytes."""
+    import dataclasses
+
+    from distributed import Client, LocalCluster
+
+    import horizonbench.tasks.score_shards as shards
+
+    want = score(run, "in-process-for-shipping", shard_rows=150)
+    # on the module: Dask pickles the functions by value, a list of this test by copy
+    monkeypatch.setattr(shards, "_seen_by_test", [], raising=False)
+    seen: list[str] = shards._seen_by_test  # type: ignore[attr-defined]
+    real_source, real_shard = shards.score_source, shards.score_shard
+
+    def blind(source: Any) -> Any:
+        shards._seen_by_test.append("source")  # type: ignore[attr-defined]
+        return real_source(dataclasses.replace(source, attempts=shards.FileRef("/nonexistent", 0, 0)))
+
+    def shipped(*args: Any) -> Any:
+        shards._seen_by_test.append("shipped")  # type: ignore[attr-defined]
+        return real_shard(*args)
+
+    monkeypatch.setattr(shards, "score_source", blind)
+    monkeypatch.setattr(shards, "score_shard", shipped)
+    with (
+        LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        assert score(run, "shipped", client, shard_rows=150) == want
+    # every shard shipped once; after the first refusal no shard is offered by reference
+    # again (only those already in flight, a window of three, come back refused)
+    assert seen[0] == "source" and seen.count("source") <= 3 < seen.count("shipped")
+
+
+def test_the_collector_is_paused_while_a_shard_is_scored_and_restored_after(
+    run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import threading
+
+    import horizonbench.tasks.score_shards as shards
+
+    states: list[bool] = []
+    real = shards.score_rows_at
+
+    def watching(*args: Any) -> Any:
+        states.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(shards, "score_rows_at", watching)
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            states.clear()
+            score(run, f"gc-{enabled}", shard_rows=200)
+            assert states and not any(states)
+            assert gc.isenabled() is enabled
+        # threads overlapping: the last one out restores the collector
+        gc.enable()
+        inside, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with shards.gc_paused():
+                inside.set()
+                release.wait(10)
+
+        t = threading.Thread(target=hold)
+        t.start()
+        inside.wait(10)
+        with shards.gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the other thread is still inside
+        release.set()
+        t.join()
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()

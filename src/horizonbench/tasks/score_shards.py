@@ -15,7 +15,10 @@ No Prefect here: a worker imports this module only.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
+import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -30,7 +33,7 @@ import pyarrow.parquet as pq
 
 from horizonbench.core.registry import get_family
 from horizonbench.core.types import Score
-from horizonbench.datasets.shards import from_ipc, to_ipc
+from horizonbench.datasets.shards import from_ipc
 from horizonbench.schemas.tables import SCORES_SCHEMA
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.rollouts import score_rollout
@@ -52,7 +55,21 @@ ATTEMPT_COLUMNS = (
 ROW_COLUMNS = ("instance_id", "solution_length", "num_keys", "noise_ratio", "shuffle_ratio", "n")
 #: rows per row group of the scores table
 SCORE_ROW_GROUP = 5_000
-#: zstd: as cheap as LZ4 here (measured: the same client and worker CPU), in smaller messages
+#: zstd: as cheap as LZ4 here (measured: the same client and worker CPU), in smaller
+#: messages; compressed on the calling thread (a shard's buffers are small, and a Dask
+#: worker has one thread: Arrow's pool would take CPU from the other worker)
+_IPC = pa.ipc.IpcWriteOptions(compression="zstd", use_threads=False)
+#: decoded row groups a process keeps (bytes): consecutive shards read the same ones
+GROUP_CACHE_BYTES = 256 << 20
+
+
+def to_ipc(table: pa.Table) -> bytes:
+    """A table as one zstd-compressed Arrow IPC stream (``datasets.shards.to_ipc``,
+    compressed on this thread)."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema, options=_IPC) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()  # type: ignore[no-any-return]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,6 +208,39 @@ def _unanswered(att: Mapping[str, Any], row: Mapping[str, Any], error_class: str
     }
 
 
+#: how many threads are inside :func:`gc_paused`, and whether the collector was on
+#: before the first of them came in
+_PAUSE: dict[str, Any] = {"depth": 0, "was_enabled": False}
+_PAUSE_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off while a shard is scored, back as it was after.
+
+    A shard allocates some hundred thousand containers (the rows as dicts, each
+    solution step a dict, the parsed plans, the score rows) and frees nearly all of
+    them without cycles, by reference counting. With the collector on, every 700
+    allocations it walks the young objects, and each older-generation pass walks every
+    live container of the process: measured a third of the worker's CPU on a shard of
+    1,800 answers (5,500 against 8,700 answers per CPU-second), more in a process with
+    a larger heap. Any cycle made meanwhile is collected by the first pass after.
+    Threads may nest: the last one out restores the collector's state.
+    """
+    with _PAUSE_LOCK:
+        if _PAUSE["depth"] == 0:
+            _PAUSE["was_enabled"] = gc.isenabled()
+            gc.disable()
+        _PAUSE["depth"] += 1
+    try:
+        yield
+    finally:
+        with _PAUSE_LOCK:
+            _PAUSE["depth"] -= 1
+            if _PAUSE["depth"] == 0 and _PAUSE["was_enabled"]:
+                gc.enable()
+
+
 @dataclass(frozen=True)
 class ScoreBatch:
     """A scored shard on its way back: the score rows as compressed Arrow IPC."""
@@ -209,17 +259,40 @@ class ScoreBatch:
 
 def score_shard(attempts: bytes, instances: dict[str, bytes], slices: Sequence[int] = ()) -> ScoreBatch:
     """Score one shard: its attempts and, per family label, the instance rows they answer
-    (all as Arrow IPC, see :func:`to_ipc`). What a Dask worker runs.
+    (all as Arrow IPC, see :func:`to_ipc`). What a Dask worker runs when it cannot read
+    the client's files (:func:`score_source` otherwise).
 
     ``slices``: the lengths of the runs of consecutive table rows the attempts were cut
     from (one run if empty). A shard holds every answer to its instances, whichever model
     gave it, so each instance's judge (its world read from the facts) is made once.
     """
-    began = time.thread_time()
-    atts = from_ipc(attempts).to_pylist()
+    with gc_paused():
+        began = time.thread_time()
+        tables = {label: from_ipc(data) for label, data in instances.items()}
+        return _score_tables(from_ipc(attempts), tables, slices, began)
+
+
+def score_source(source: ShardSource) -> ScoreBatch | None:
+    """Score one shard read from the files themselves (:class:`ShardSource`): what a Dask
+    worker runs, so that the client neither decodes nor ships the attempts and instance
+    rows (on two cores, the client's CPU is taken from the workers). None when this
+    process does not see the client's files (another machine, or a file rewritten since):
+    the client then ships the rows (:func:`score_shard`)."""
+    with gc_paused():
+        began = time.thread_time()
+        if not source.visible():
+            return None
+        attempts, instances = read_source(source)
+        return _score_tables(attempts, instances, [stop - start for start, stop in source.slices], began)
+
+
+def _score_tables(
+    attempts: pa.Table, instances: Mapping[str, pa.Table], slices: Sequence[int], began: float
+) -> ScoreBatch:
+    atts = attempts.to_pylist()
     rows: dict[tuple[str, str], dict[str, Any]] = {}
-    for label, data in instances.items():
-        for row in _pylist(from_ipc(data)):
+    for label, table in instances.items():
+        for row in _pylist(table):
             rows[(label, row["instance_id"])] = row
     scored = score_rows_at(atts, rows)
     table = pa.Table.from_pylist([row for _, row in scored], schema=SCORES_SCHEMA)
@@ -227,6 +300,107 @@ def score_shard(attempts: bytes, instances: dict[str, bytes], slices: Sequence[i
     at = np.fromiter((i for i, _ in scored), dtype=np.int64, count=len(scored))
     pieces = np.bincount(np.searchsorted(ends, at, side="right"), minlength=len(ends))
     return ScoreBatch(to_ipc(table), len(atts), time.thread_time() - began, tuple(pieces.tolist()))
+
+
+# ---------------------------------------------------------------------------------------------
+# reading a shard from the files (a worker, or the client when a worker cannot)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file as the client saw it: a worker reads it only if it sees the same size and
+    modification time (else it is another machine's file, or rewritten since)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path | str) -> FileRef:
+        st = os.stat(path)
+        return cls(str(path), st.st_size, st.st_mtime_ns)
+
+    def visible(self) -> bool:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return False
+        return st.st_size == self.size and st.st_mtime_ns == self.mtime_ns
+
+
+@dataclass(frozen=True)
+class ShardSource:
+    """Where one shard's rows are: rows ``[start, stop)`` of the attempts file (each
+    slice, in order; ``groups``: the first row of each of its row groups) and, per
+    family label, the instance rows as (file, row group, rows within it) with the
+    columns scoring reads. A few hundred bytes, whatever the shard's size."""
+
+    attempts: FileRef
+    groups: tuple[int, ...]
+    slices: tuple[tuple[int, int], ...]
+    instances: tuple[tuple[str, tuple[str, ...], tuple[tuple[FileRef, int, np.ndarray], ...]], ...]
+
+    def visible(self) -> bool:
+        files = {self.attempts} | {ref for _, _, parts in self.instances for ref, _, _ in parts}
+        return all(ref.visible() for ref in files)
+
+
+_GROUPS: OrderedDict[tuple[FileRef, int, tuple[str, ...]], pa.Table] = OrderedDict()
+_GROUPS_LOCK = threading.Lock()
+
+
+def read_group(ref: FileRef, group: int, columns: tuple[str, ...]) -> pa.Table:
+    """One row group of a Parquet file (those columns), decoded once while it stays among
+    the last ``GROUP_CACHE_BYTES`` of row groups read: consecutive shards take rows of
+    the same row groups (each model's answers to neighbouring instances)."""
+    key = (ref, group, columns)
+    with _GROUPS_LOCK:
+        table = _GROUPS.get(key)
+        if table is not None:
+            _GROUPS.move_to_end(key)
+            return table
+    with pq.ParquetFile(ref.path) as pf:
+        table = pf.read_row_group(group, columns=list(columns), use_threads=False)
+    with _GROUPS_LOCK:
+        _GROUPS[key] = table
+        total = sum(t.nbytes for t in _GROUPS.values())
+        while len(_GROUPS) > 1 and total > GROUP_CACHE_BYTES:
+            _, dropped = _GROUPS.popitem(last=False)
+            total -= dropped.nbytes
+    return table
+
+
+def release_groups() -> int:
+    """Drop the decoded row groups this process keeps; returns how many (run on every
+    worker when a scoring ends, so nothing stays behind for the stages after)."""
+    with _GROUPS_LOCK:
+        n = len(_GROUPS)
+        _GROUPS.clear()
+    return n
+
+
+def read_source(source: ShardSource) -> tuple[pa.Table, dict[str, pa.Table]]:
+    """A shard's attempts (the columns scoring reads, its slices in order) and, per
+    label, its instance rows (in the order given)."""
+    starts = np.asarray(source.groups, dtype=np.int64)
+    pieces = []
+    for start, stop in source.slices:
+        g0 = int(np.searchsorted(starts, start, side="right")) - 1
+        g1 = int(np.searchsorted(starts, stop, side="left"))
+        for g in range(g0, g1):
+            lo, hi = max(start, int(starts[g])), min(stop, int(starts[g + 1]))
+            group = read_group(source.attempts, g, ATTEMPT_COLUMNS)
+            pieces.append(group.slice(lo - int(starts[g]), hi - lo))
+    if pieces:
+        attempts = pa.concat_tables(pieces).combine_chunks()
+    else:
+        attempts = read_group(source.attempts, 0, ATTEMPT_COLUMNS).slice(0, 0)
+    instances = {}
+    for label, columns, parts in source.instances:
+        taken = [read_group(ref, g, columns).take(pa.array(rows)) for ref, g, rows in parts]
+        instances[label] = pa.concat_tables(taken) if len(taken) > 1 else taken[0]
+    return attempts, instances
 
 
 def _pylist(table: pa.Table) -> list[dict[str, Any]]:
@@ -286,16 +460,16 @@ def score_columns(label: str, schema: pa.Schema) -> list[str]:
 
 class InstanceIndex:
     """A family label's instance table by row position: every id (to find an attempt's
-    instance, hashed in Arrow) and the rows at given positions, read from the row
-    groups that hold them (the scoring columns only), the last few decoded row groups
-    kept: consecutive shards answer neighbouring instances."""
+    instance, hashed in Arrow), and where the rows at given positions are (file, row
+    group, rows within it) for whoever reads them (:func:`read_source`)."""
 
-    def __init__(self, folder: Path, label: str, cache_groups: int = 2) -> None:
+    def __init__(self, folder: Path, label: str) -> None:
         self.files = part_files(folder)
         if not self.files:
             raise FileNotFoundError(f"no instance table for {label!r} in {folder}")
+        self.refs = [FileRef.of(path) for path in self.files]
         self.schema = pq.read_schema(self.files[0])
-        self.columns = score_columns(label, self.schema)
+        self.columns = tuple(score_columns(label, self.schema))
         self.label = label
         ids, groups = [], []
         for f, path in enumerate(self.files):
@@ -306,24 +480,9 @@ class InstanceIndex:
         #: (file, row group) of every row group, and the first row of each
         self.groups = [(f, g) for f, g, _ in groups]
         self.starts = np.cumsum([0] + [n for _, _, n in groups])
-        self._cache: OrderedDict[int, pa.Table] = OrderedDict()
-        self.cache_groups = cache_groups
 
     def __len__(self) -> int:
         return len(self.ids)
-
-    def _group(self, k: int) -> pa.Table:
-        table = self._cache.get(k)
-        if table is None:
-            f, g = self.groups[k]
-            with pq.ParquetFile(self.files[f]) as pf:
-                table = pf.read_row_group(g, columns=self.columns)
-            self._cache[k] = table
-            while len(self._cache) > self.cache_groups:
-                self._cache.popitem(last=False)
-        else:
-            self._cache.move_to_end(k)
-        return table
 
     def positions(self, ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """The row position of each of ``ids`` (KeyError for one not in the table)."""
@@ -333,16 +492,25 @@ class InstanceIndex:
             raise KeyError(f"attempt for an instance not in {self.label!r}: {lost!r}")
         return np.asarray(pos.to_numpy(zero_copy_only=False), dtype=np.int64)
 
+    def parts(self, positions: np.ndarray) -> tuple[tuple[FileRef, int, np.ndarray], ...]:
+        """Where the rows at ``positions`` (ascending, distinct) are: (file, row group,
+        rows within it), in that order."""
+        group_of = np.searchsorted(self.starts, positions, side="right") - 1
+        out = []
+        for k in np.unique(group_of):
+            f, g = self.groups[int(k)]
+            out.append((self.refs[f], g, positions[group_of == k] - self.starts[k]))
+        return tuple(out)
+
     def rows_at(self, positions: np.ndarray) -> pa.Table:
         """The rows at ``positions`` (ascending, distinct), in that order."""
-        group_of = np.searchsorted(self.starts, positions, side="right") - 1
-        parts = []
-        for k in np.unique(group_of):
-            sel = positions[group_of == k] - self.starts[k]
-            parts.append(self._group(int(k)).take(pa.array(sel)))
-        if not parts:
-            return self._group(0).slice(0, 0)
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        taken = [
+            read_group(ref, g, self.columns).take(pa.array(rows)) for ref, g, rows in self.parts(positions)
+        ]
+        if not taken:
+            f, g = self.groups[0]
+            return read_group(self.refs[f], g, self.columns).slice(0, 0)
+        return pa.concat_tables(taken) if len(taken) > 1 else taken[0]
 
 
 def episode_cuts(pf: pq.ParquetFile) -> np.ndarray | None:
@@ -510,48 +678,6 @@ class AttemptLayout:
             start = end
 
 
-class _Rows:
-    """Rows of one segment of the attempts table (its scoring columns), read forward:
-    each call takes the rows after the last ones, decoding only the row groups they
-    are in (a batch of them at a time)."""
-
-    def __init__(self, path: Path, start: int, stop: int, batch_rows: int = 2_048) -> None:
-        self._pf = pq.ParquetFile(path)
-        meta = self._pf.metadata
-        first = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
-        g0 = int(np.searchsorted(first, start, side="right")) - 1
-        g1 = int(np.searchsorted(first, stop, side="left"))
-        self._batches = self._pf.iter_batches(
-            batch_size=batch_rows, row_groups=list(range(g0, g1)), columns=list(ATTEMPT_COLUMNS)
-        )
-        #: decoded rows not yet taken, and the table row of the first of them
-        self._pending: list[pa.RecordBatch] = []
-        self._at = int(first[g0])
-
-    def take(self, start: int, stop: int) -> list[pa.RecordBatch]:
-        """Rows ``[start, stop)``; ``start`` at or after the end of the last call's."""
-        out: list[pa.RecordBatch] = []
-        while start < stop:
-            if not self._pending:
-                self._pending.append(next(self._batches))
-            batch = self._pending[0]
-            end = self._at + batch.num_rows
-            if end <= start:  # rows before the segment, or skipped
-                self._pending.pop(0)
-                self._at = end
-                continue
-            lo, hi = start - self._at, min(stop, end) - self._at
-            out.append(batch.slice(lo, hi - lo))
-            start = self._at + hi
-            if hi == batch.num_rows:
-                self._pending.pop(0)
-                self._at = end
-        return out
-
-    def close(self) -> None:
-        self._pf.close()
-
-
 class _Sinks:
     """The score rows of each segment, written in segment order: the first segment's
     straight into the table, the others' spooled to Arrow IPC files beside it (row
@@ -602,26 +728,42 @@ def scores_writer(dest: Path, row_group_rows: int = SCORE_ROW_GROUP) -> TableWri
     return TableWriter(dest, SCORES_SCHEMA, "scores", row_group_rows)
 
 
-class ShardReader:
-    """The payloads of a table's shards: its attempt slices and the instance rows they
-    answer, as Arrow IPC (the client's only work per shard, all in Arrow)."""
+def shard_sources(
+    attempts_path: Path, layout: AttemptLayout, index: Callable[[str], InstanceIndex]
+) -> Callable[[Shard], ShardSource]:
+    """Each shard's :class:`ShardSource` (the client's only work per shard: no rows read)."""
+    ref = FileRef.of(attempts_path)
+    meta = pq.read_metadata(attempts_path)
+    groups = tuple(np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]).tolist())
 
-    def __init__(
-        self, attempts_path: Path, layout: AttemptLayout, index: Callable[[str], InstanceIndex]
-    ) -> None:
-        self.index = index
-        self.readers = [_Rows(attempts_path, start, stop) for start, stop in layout.segments]
+    def source(shard: Shard) -> ShardSource:
+        instances = tuple(
+            (label, index(label).columns, index(label).parts(pos)) for label, pos in shard.instances
+        )
+        slices = tuple((start, stop) for _, start, stop in shard.slices)
+        return ShardSource(ref, groups, slices, instances)
 
-    def payload(self, shard: Shard) -> tuple[bytes, dict[str, bytes], tuple[int, ...]]:
-        """(attempts, instance rows by label, slice lengths): ``score_shard``'s arguments."""
-        batches = [b for s, start, stop in shard.slices for b in self.readers[s].take(start, stop)]
-        attempts = pa.Table.from_batches(batches).combine_chunks()
-        instances = {label: to_ipc(self.index(label).rows_at(pos)) for label, pos in shard.instances}
-        return to_ipc(attempts), instances, tuple(stop - start for _, start, stop in shard.slices)
+    return source
 
-    def close(self) -> None:
-        for r in self.readers:
-            r.close()
+
+def shard_payload(source: ShardSource) -> tuple[bytes, dict[str, bytes], tuple[int, ...]]:
+    """``score_shard``'s arguments for a worker that cannot read the files: the shard's
+    rows, read here, as Arrow IPC."""
+    attempts, instances = read_source(source)
+    return (
+        to_ipc(attempts),
+        {label: to_ipc(table) for label, table in instances.items()},
+        tuple(stop - start for start, stop in source.slices),
+    )
+
+
+def _release(client: Any) -> None:
+    """Drop the decoded row groups kept here and on the workers (best effort: a worker
+    that left keeps nothing)."""
+    release_groups()
+    if client is not None:
+        with contextlib.suppress(Exception):
+            client.run(release_groups)
 
 
 def score_table(
@@ -639,10 +781,13 @@ def score_table(
 
     With a Dask ``client`` up to ``window`` shards are in flight and their results are
     written in shard order as they come; without one each shard is scored here, by the
-    same function, giving the same bytes. ``shard_rows`` fixes the shard size (default:
-    about half a second of worker CPU, less at the end). Shards hold all answers to their instances
-    (see :class:`AttemptLayout`) unless the table's order has more than
-    ``max_segments`` rising runs.
+    same function, giving the same bytes. A worker reads its shard's rows from the files
+    itself (:func:`score_source`); if it does not see them (a scheduler on other
+    machines) the client reads and ships them (:func:`score_shard`), same bytes again.
+    ``shard_rows`` fixes the shard size (default: about half a second of worker CPU,
+    less at the end). Shards hold all answers to their instances (see
+    :class:`AttemptLayout`) unless the table's order has more than ``max_segments``
+    rising runs.
     """
     indexes: dict[str, InstanceIndex] = {}
 
@@ -659,9 +804,10 @@ def score_table(
         window = window if window is not None else 3 * workers
     sizer = ShardSizer(shard_rows, workers=workers)
     writer = scores_writer(dest)
-    inflight: deque[tuple[Shard, Any]] = deque()
+    inflight: deque[tuple[Shard, ShardSource, Any]] = deque()
     sinks: _Sinks | None = None
-    reader: ShardReader | None = None
+    #: the workers do not see the client's files: ship every shard's rows from here on
+    ship = False
 
     def take(shard: Shard, batch: ScoreBatch, bar: prog.Progress) -> None:
         assert sinks is not None
@@ -673,34 +819,48 @@ def score_table(
             at += n
         bar.advance(batch.attempts)
 
+    def shipped(source: ShardSource) -> Any:
+        return client.submit(score_shard, *shard_payload(source), pure=False)
+
+    def settle(bar: prog.Progress) -> None:
+        nonlocal ship
+        shard, source, fut = inflight.popleft()
+        batch = fut.result()
+        if batch is None:  # this worker cannot read the files: ship this and later shards
+            ship = True
+            batch = shipped(source).result()
+        take(shard, batch, bar)
+
     try:
         with pq.ParquetFile(attempts_path) as pf, prog.progress("score", pf.metadata.num_rows) as bar:
             layout = AttemptLayout(pf, index, max_segments)
             sinks = _Sinks(writer, dest, len(layout.segments))
-            reader = ShardReader(attempts_path, layout, index)
+            source_of = shard_sources(attempts_path, layout, index)
             for shard in layout.shards(sizer):
-                attempts, instances, slices = reader.payload(shard)
+                source = source_of(shard)
                 if client is None:
-                    take(shard, score_shard(attempts, instances, slices), bar)
+                    batch = score_source(source)
+                    if batch is None:
+                        raise RuntimeError(
+                            f"the attempts or instance files changed while scoring {attempts_path}"
+                        )
+                    take(shard, batch, bar)
                     continue
-                fut = client.submit(score_shard, attempts, instances, slices, pure=False)
-                inflight.append((shard, fut))
+                fut = shipped(source) if ship else client.submit(score_source, source, pure=False)
+                inflight.append((shard, source, fut))
                 while len(inflight) >= max(1, window or 1):
-                    shard_done, fut = inflight.popleft()
-                    take(shard_done, fut.result(), bar)
+                    settle(bar)
             while inflight:
-                shard_done, fut = inflight.popleft()
-                take(shard_done, fut.result(), bar)
+                settle(bar)
             sinks.close()
     except BaseException:
-        for _, fut in inflight:
+        for _, _, fut in inflight:
             fut.cancel()
         if sinks is not None:
             sinks.abort()
         writer.abort()
         raise
     finally:
-        if reader is not None:
-            reader.close()
+        _release(client)
     writer.close()
     return writer.rows
