@@ -28,3 +28,27 @@ def test_an_offline_run_imports_no_sdk_and_an_api_model_loads_its_own() -> None:
         [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True
     )
     assert out.stdout.split("\n")[:2] == ["[]", "['openai']"]
+
+
+def test_the_pipeline_does_not_import_scipy_stats() -> None:
+    """scipy.stats (about 0.3 s) loads only with the rank tests that need it; the
+    normal quantiles come from scipy.special, to the same bits."""
+    probe = (
+        "import sys\n"
+        "import horizonbench.flows.pipeline, horizonbench.cli.main\n"
+        "print('scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert out.stdout.strip() == "False"
+
+
+def test_the_normal_quantiles_match_scipy_stats() -> None:
+    import numpy as np
+    from scipy import special, stats
+
+    q = np.linspace(1e-6, 1 - 1e-6, 20_001)
+    assert np.array_equal(special.ndtri(q), stats.norm.ppf(q))
+    z = np.linspace(-38.0, 38.0, 20_001)
+    assert np.array_equal(special.ndtr(-z), stats.norm.sf(z))

@@ -283,6 +283,84 @@ def test_a_new_prefect_home_starts_from_the_template_the_first_one_saved(tmp_pat
     assert _template_probe(tmp_path, home, "none")["db"] is None
 
 
+# --- block types registered once per database and environment --------------------------------
+
+BLOCKS_PROBE = """
+import json, sqlite3
+from pathlib import Path
+import psutil
+from horizonbench.cli import prefect_server as ps
+with ps.prefect_api() as url:
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    (server,) = [p for p in psutil.process_iter(["cmdline"])
+                 if "create_app" in " ".join(p.info["cmdline"] or ()) and port in p.info["cmdline"]]
+    env = server.environ()
+db = ps._prefect_home() / "prefect.db"
+with sqlite3.connect(db) as con:
+    types = con.execute("select count(*) from block_type").fetchone()[0]
+print(json.dumps({"skip": {k: env.get(k) for k in ps._BLOCK_SETTINGS}, "types": types}))
+"""
+
+
+def _blocks_probe(tmp_path: Path, home: Path, **extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(
+        PREFECT_HOME=str(home),
+        XDG_CACHE_HOME=str(tmp_path / "cache"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        **extra,
+    )
+    proc = subprocess.run([PYTHON, "-c", BLOCKS_PROBE], capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_block_types_are_registered_once_per_database_and_environment(tmp_path) -> None:
+    """The first server on a database registers Prefect's block types; the next one is
+    told to skip that (about 1 s of its start), and the types are still there. A home
+    seeded from the template skips too; a new database file, or a user's own setting,
+    brings Prefect's behaviour back."""
+    registered = {k: None for k in ps._BLOCK_SETTINGS}
+    skipped = dict.fromkeys(ps._BLOCK_SETTINGS, "false")
+    home = tmp_path / "home"
+    first = _blocks_probe(tmp_path, home)
+    assert first["skip"] == registered and first["types"] > 0
+    assert (home / ps.BLOCKS_MARK).exists()
+    second = _blocks_probe(tmp_path, home)
+    assert second == {"skip": skipped, "types": first["types"]}
+    # a new home copies the template, which the first server's registered types came with
+    seeded = _blocks_probe(tmp_path, tmp_path / "home-2")
+    assert seeded == {"skip": skipped, "types": first["types"]}
+    # the database replaced by another file: registered again
+    db = home / "prefect.db"
+    copy = home / "copy.db"
+    copy.write_bytes(db.read_bytes())
+    for extra in home.glob("prefect.db-*"):
+        extra.unlink()
+    os.replace(copy, db)
+    assert _blocks_probe(tmp_path, home)["skip"] == registered
+    # the user's own setting wins
+    own = _blocks_probe(tmp_path, home, PREFECT_API_BLOCKS_REGISTER_ON_START="true")
+    assert own["skip"] == {
+        "PREFECT_API_BLOCKS_REGISTER_ON_START": "true",
+        "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION": None,
+    }
+
+
+def test_the_block_mark_names_the_environment(tmp_path, monkeypatch) -> None:
+    """A mark from another environment (a package installed, upgraded or removed since)
+    or an unreadable one does not skip the registration."""
+    db = tmp_path / "prefect.db"
+    db.write_bytes(b"")
+    ps._note_blocks_registered(db)
+    assert ps._blocks_registered(db, seeded=False)
+    monkeypatch.setattr(ps, "environment_key", lambda: "another environment")
+    assert not ps._blocks_registered(db, seeded=False)
+    (tmp_path / ps.BLOCKS_MARK).write_text("not json")
+    assert not ps._blocks_registered(db, seeded=False)
+
+
 # --- the shared LocalCluster ----------------------------------------------------------------
 
 

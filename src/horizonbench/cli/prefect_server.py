@@ -20,6 +20,17 @@ A new PREFECT_HOME's database is copied from a template (``template_path``: the 
 database this Prefect version migrated here, saved before any run was written to it):
 the 116 migrations of a fresh SQLite database take 5-10 s of the server's start.
 
+The server's start also registers Prefect's block types in its database, unless a hash
+of every block class it can load says nothing changed since the last time: computing
+that hash imports every installed Prefect collection (prefect-dask, and with it
+distributed) and hashes the block registry, about 1 s of the server's CPU on every
+start. The database does not change between our runs, so after a server has started
+on it we note, beside it, the database file and the Python environment it was started
+in (``BLOCKS_MARK``); while both are unchanged the next server is told to skip the
+registration. Any install, upgrade or removal of a package changes the modification
+time of its site-packages folder, and a new database file a new inode, so either one
+brings the registration back.
+
 ``HORIZONBENCH_TIMINGS=FILE`` appends one JSON line per start-up/shut-down step
 (``{"event": ..., "t": unix time}``) to FILE, for ``benchmarks/overhead.py``.
 """
@@ -27,6 +38,7 @@ the 116 migrations of a fresh SQLite database take 5-10 s of the server's start.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import http.client
 import importlib.util
 import json
@@ -49,6 +61,11 @@ TIMINGS_ENV = "HORIZONBENCH_TIMINGS"
 STOP_TIMEOUT_S = 5.0
 #: how long the queued logs and events may take to reach the server on the way out
 DRAIN_TIMEOUT_S = 5.0
+#: beside the default database: which database file and environment had their block
+#: types registered by a server of ours (see the module's docstring)
+BLOCKS_MARK = "horizonbench-blocks.json"
+#: Prefect's own switches of the registration: a user's setting of either is kept
+_BLOCK_SETTINGS = ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION")
 
 
 def mark(event: str) -> None:
@@ -90,11 +107,21 @@ class TemporaryServer:
         #: from the template; set by ``prepare``
         self.new_db: Path | None = None
         self.seeded = False
+        #: the default database, when no setting may move it (None: another database)
+        self.home_db: Path | None = None
+        #: whether the server may skip registering block types (``BLOCKS_MARK``)
+        self.blocks_registered = False
 
     def prepare(self) -> None:
-        """Seed a new PREFECT_HOME's database from the template (before ``spawn``)."""
-        self.new_db = None if sequential() else _default_db()
+        """Seed a new PREFECT_HOME's database from the template, and find out whether
+        its block types are registered already (before ``spawn``)."""
+        if sequential():
+            return
+        self.new_db = _default_db()
         self.seeded = self.new_db is not None and _seed_database(self.new_db)
+        self.home_db = _home_db()
+        if self.home_db is not None and not any(k in os.environ for k in _BLOCK_SETTINGS):
+            self.blocks_registered = _blocks_registered(self.home_db, self.seeded)
 
     @property
     def address(self) -> str:
@@ -152,6 +179,8 @@ class TemporaryServer:
             "PREFECT__SERVER_FINAL": "1",
         }
         env.pop("PREFECT_API_URL", None)
+        if self.blocks_registered:
+            env.update(dict.fromkeys(_BLOCK_SETTINGS, "false"))
         self.process = subprocess.Popen(
             self.command(),
             env=env,
@@ -203,6 +232,8 @@ class TemporaryServer:
             if self._healthy():
                 self.ready = True
                 mark("server ready")
+                if self.home_db is not None and (self.seeded or not self.blocks_registered):
+                    _note_blocks_registered(self.home_db)
                 return
             time.sleep(0.05)
         raise RuntimeError(
@@ -232,7 +263,7 @@ class TemporaryServer:
 def _default_db() -> Path | None:
     """The server's SQLite file when it is Prefect's default one (in PREFECT_HOME) and
     does not exist yet, else None. Cheap when the file exists (no Prefect import)."""
-    home = Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+    home = _prefect_home()
     if (home / "prefect.db").exists():
         return None
     if not _settings_elsewhere(home):
@@ -246,6 +277,73 @@ def _default_db() -> Path | None:
     if text != f"sqlite+aiosqlite:///{db}" or db.exists():
         return None
     return db
+
+
+def _prefect_home() -> Path:
+    return Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+
+
+def _home_db() -> Path | None:
+    """The default database (``prefect.db`` in PREFECT_HOME) when nothing may set
+    another one, else None (without importing Prefect)."""
+    home = _prefect_home()
+    return None if _settings_elsewhere(home) else home / "prefect.db"
+
+
+def environment_key() -> str:
+    """A hash of the Python environment the server's block types come from: the
+    interpreter, and the modification time of every package folder on ``sys.path``
+    (an install, upgrade or removal adds or removes a ``*.dist-info`` entry there)."""
+    parts = [sys.executable]
+    for entry in sys.path:
+        if entry.rstrip("/").endswith(("site-packages", "dist-packages")):
+            try:
+                parts.append(f"{entry}:{os.stat(entry).st_mtime_ns}")
+            except OSError:
+                continue
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _inode(path: Path) -> int | None:
+    try:
+        return path.stat().st_ino
+    except OSError:
+        return None
+
+
+def _blocks_registered(db: Path, seeded: bool) -> bool:
+    """Whether a server of ours registered the block types of this environment in
+    this database file: the mark beside it names both, or the database was just copied
+    from a template whose mark names this environment."""
+    key = environment_key()
+    if seeded:
+        try:
+            return _template_mark().read_text(encoding="utf-8") == key
+        except OSError:
+            return False
+    inode = _inode(db)
+    if inode is None:
+        return False
+    try:
+        noted = json.loads((db.parent / BLOCKS_MARK).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(noted, dict) and noted.get("environment") == key and noted.get("inode") == inode
+
+
+def _note_blocks_registered(db: Path) -> None:
+    """Record that a server started on ``db`` in this environment (its block types are
+    registered, or were found current by Prefect's own check); best effort, atomic."""
+    inode = _inode(db)
+    if inode is None:
+        return
+    target = db.parent / BLOCKS_MARK
+    partial = target.with_name(f".{target.name}.{os.getpid()}")
+    try:
+        partial.write_text(json.dumps({"environment": environment_key(), "inode": inode}), encoding="utf-8")
+        os.replace(partial, target)
+    except OSError:
+        partial.unlink(missing_ok=True)
 
 
 def _settings_elsewhere(home: Path) -> bool:
@@ -270,6 +368,11 @@ def template_path() -> Path:
 
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser()
     return cache / "horizonbench" / f"prefect-{version('prefect')}-empty.db"
+
+
+def _template_mark() -> Path:
+    """Beside the template: the environment whose block types it holds."""
+    return template_path().with_suffix(".blocks")
 
 
 def _seed_database(db: Path) -> bool:
@@ -304,6 +407,10 @@ def _save_template(db: Path) -> None:
             with closing(sqlite3.connect(partial)) as dst:
                 src.backup(dst)
         os.replace(partial, template)
+        # the server that migrated it registered the block types of this environment
+        mark_partial = _template_mark().with_name(f".{_template_mark().name}.{os.getpid()}")
+        mark_partial.write_text(environment_key(), encoding="utf-8")
+        os.replace(mark_partial, _template_mark())
     except (OSError, sqlite3.Error):
         return
     mark("template saved")
