@@ -19,8 +19,14 @@ from hypothesis import strategies as st
 
 from horizonbench.core.types import Step
 from horizonbench.datasets.maze import MazeFamily, MazeParams
-from horizonbench.datasets.maze.certificate import gold_violation, solve, world_of_listing
-from horizonbench.datasets.maze.facts import World, door_key, world_from_facts
+from horizonbench.datasets.maze.certificate import (
+    _listing_world,
+    gold_violation,
+    render_items,
+    solve,
+    world_of_listing,
+)
+from horizonbench.datasets.maze.facts import World, door_key, render_fact, world_from_facts, world_from_items
 from horizonbench.datasets.maze.generator import generate_maze
 from horizonbench.datasets.maze.grid import _plain_kruskal, grid_edges, kruskal_mask
 from horizonbench.datasets.maze.rules import apply, apply_plan, door_bits, tables_of
@@ -103,6 +109,69 @@ def test_tables_ignore_a_lock_that_is_not_a_door_of_the_world() -> None:
     world.locks[(0, 7)] = None  # a room the world does not have
     world.keys_in_room[1] = [3]
     assert tables_of(world) == _reference_tables(world)
+
+
+@given(mazes())
+@PROPS
+def test_the_listing_world_is_world_from_items_with_its_tables(maze: Any) -> None:
+    world = world_of_listing(maze.items, maze.facts)
+    plain = world_from_items(maze.items)
+    assert world is not None and dataclasses.asdict(world) == dataclasses.asdict(plain)
+    assert world._tables == _reference_tables(world_from_items(maze.items))  # type: ignore[attr-defined]
+
+
+def test_the_listing_world_reads_odd_listings_as_world_from_items() -> None:
+    items = [
+        ("open", ("A1", "B1")),
+        ("open", ("B1", "A1")),  # the same door twice
+        ("locked", ("B1", "C1")),
+        ("requires", ("C1", "B1", "4")),  # written the other way round
+        ("requires", ("C1", "D1", "5")),  # no locked door: ignored
+        ("requires", ("E9", "B1", "6")),  # a room never connected
+        ("key", ("4", "A1")),
+        ("key", ("4", "A1")),  # repeated: one key
+        ("key", ("7", "Z9")),  # a room of its own
+        ("open", ("C1", "C1")),  # a room joined to itself
+        ("locked", ("C1", "D1")),  # locked, its key never stated
+        ("bob", ("D1",)),
+        ("alice", ("A1",)),
+    ]
+    world, plain = _listing_world(items), world_from_items(items)
+    assert dataclasses.asdict(world) == dataclasses.asdict(plain)
+    assert world._tables == _reference_tables(world_from_items(items))  # type: ignore[attr-defined]
+
+
+def test_rendered_items_are_render_fact_and_fail_as_it_does() -> None:
+    items = [
+        ("open", ("A1", "B1")),
+        ("locked", ("B1", "A1")),
+        ("requires", ("A1", "B1", "7")),
+        ("key", ("7", "C3")),
+        ("bob", ("AA12",)),
+        ("alice", ("Z9",)),
+    ]
+    assert render_items(items) == [render_fact(kind, slots) for kind, slots in items]
+    assert render_items([("bob", "A1")]) == ["Bob is in room A1."]  # not a tuple: % decides
+    for bad in (
+        ("open", ("A1",)),
+        ("open", ("A1", "B1", "C1")),
+        ("door", ("A1", "B1")),
+        ("key", ["7", "C3"]),
+    ):
+        with pytest.raises((TypeError, ValueError)):
+            render_fact(*bad)  # type: ignore[arg-type]
+        with pytest.raises((KeyError, TypeError)):  # KeyError: an unknown kind
+            render_items([bad])  # type: ignore[list-item]
+
+
+def test_contracted_search_walks_a_ring_of_corridors_both_ways() -> None:
+    # a ring A1-B1-C1-D1-E1-F1-A1 with the start on it and the goal off it (two shortest
+    # plans, one each way round): corridors recorded on the way out are taken back
+    ring = "A1 B1 C1 D1 E1 F1 A1".split()
+    facts = [render_fact("open", (a, b)) for a, b in zip(ring, ring[1:], strict=False)]
+    facts += [render_fact("open", ("D1", "G1")), render_fact("bob", ("A1",)), render_fact("alice", ("G1",))]
+    fast, plain = solve(world_from_facts(facts)), solve(world_from_facts(facts), track=True)
+    assert (fast.length, fast.count) == (plain.length, plain.count) == (6, 2)
 
 
 def _mutations(plan: tuple[Step, ...], data: st.DataObject) -> tuple[Step, ...]:

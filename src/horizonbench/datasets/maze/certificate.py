@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from horizonbench.core.types import Step
-from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World, world_from_items
-from horizonbench.datasets.maze.rules import State, apply_plan, tables_of, transitions
+from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World
+from horizonbench.datasets.maze.rules import State, apply_plan, attach_tables, tables_of, transitions
 
 
 @dataclass
@@ -48,8 +48,9 @@ def _compile_renderer() -> Callable[[Iterable[FactItem]], list[str]]:
     tuple, and the listing is rendered twice per candidate (shown, then checked by the
     certificate). Only a tuple of exactly its template's slot count takes the
     f-string; anything else (an unknown kind, slots that do not fit) goes through
-    ``template % slots`` and fails as :func:`~horizonbench.datasets.maze.facts.render_fact`
-    would.
+    ``FACT_TEMPLATES[kind] % slots``, which raises wherever
+    :func:`~horizonbench.datasets.maze.facts.render_fact` raises (a KeyError, not its
+    ValueError, for an unknown kind).
     """
     expr = "T[k] % s"
     for kind, template in reversed(list(FACT_TEMPLATES.items())):
@@ -63,7 +64,8 @@ def _compile_renderer() -> Callable[[Iterable[FactItem]], list[str]]:
 
 
 #: the sentences of fact items, in order: ``[render_fact(kind, slots) for kind, slots in items]``
-#: (the same strings and the same errors; see :func:`_compile_renderer`)
+#: (the same strings; it fails where render_fact fails, with a KeyError for an unknown
+#: kind; see :func:`_compile_renderer`)
 render_items = _compile_renderer()
 
 
@@ -81,7 +83,69 @@ def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World |
             return None
     except (KeyError, TypeError, ValueError):  # an unknown kind, or slots that do not fit its sentence
         return None
-    return world_from_items(items)
+    return _listing_world(items)
+
+
+def _listing_world(items: Iterable[FactItem]) -> World:
+    """``world_from_items(items)`` with the search tables of ``rules.tables_of`` attached.
+
+    The same pass over the facts, written out once more (a test holds the two worlds
+    and tables equal): the open-door table of a room grows with its adjacency list, so
+    the tables need no second pass over every room. This runs once per candidate.
+    """
+    world = World()
+    index, rooms, adj, locks, in_room = world.index, world.rooms, world.adj, world.locks, world.keys_in_room
+    nbrs: list[list[tuple[int, int, int]]] = []
+    requires: dict[tuple[str, str], int] = {}
+    for kind, g in items:
+        if kind == "requires":
+            requires[(g[0], g[1])] = int(g[2])
+            continue
+        if kind == "key":
+            r = index.get(g[1])
+            if r is None:
+                r = index[g[1]] = len(rooms)
+                rooms.append(g[1])
+                adj.append([])
+                nbrs.append([])
+            keys = in_room.setdefault(r, [])
+            if int(g[0]) not in keys:  # a repeated fact is one key, not two
+                keys.append(int(g[0]))
+            continue
+        ia = index.get(g[0])
+        if ia is None:
+            ia = index[g[0]] = len(rooms)
+            rooms.append(g[0])
+            adj.append([])
+            nbrs.append([])
+        if kind == "bob":
+            world.start = ia
+            continue
+        if kind == "alice":
+            world.goal = ia
+            continue
+        ib = index.get(g[1])
+        if ib is None:
+            ib = index[g[1]] = len(rooms)
+            rooms.append(g[1])
+            adj.append([])
+            nbrs.append([])
+        if ib not in adj[ia]:
+            adj[ia].append(ib)
+            adj[ib].append(ia)
+            nbrs[ia].append((ib, 0, -1))
+            nbrs[ib].append((ia, 0, -1))
+        if kind == "locked":
+            locks.setdefault((ia, ib) if ia < ib else (ib, ia), None)
+    for (a, b), key in requires.items():
+        ia, ib = index.get(a), index.get(b)
+        if ia is None or ib is None:
+            continue
+        door = (ia, ib) if ia < ib else (ib, ia)
+        if door in locks:
+            locks[door] = key
+    attach_tables(world, nbrs)
+    return world
 
 
 def gold_violation(world: World, plan: Sequence[Step]) -> str | None:
@@ -172,6 +236,7 @@ def _shortest_plans(world: World, max_states: int) -> Solution:
         junction[a] = junction[b] = True
     junction[world.start] = junction[goal] = True  # type: ignore[index]
     moves: dict[int, list[Edge]] = {}
+    corridors: dict[tuple[int, int], tuple[int, int]] = {}
     s0: State = (world.start, 0, 0, -1)  # type: ignore[assignment]
     seen: dict[State, list[int]] = {s0: [0, 1]}  # state -> [distance, number of shortest plans]
     buckets: dict[int, list[State]] = {0: [s0]}
@@ -188,7 +253,7 @@ def _shortest_plans(world: World, max_states: int) -> Solution:
             room = s[0]
             edges = moves.get(room)
             if edges is None:
-                edges = moves[room] = _contracted_moves(room, nbrs, junction)
+                edges = moves[room] = _contracted_moves(room, nbrs, junction, corridors)
             for t, w in _next_weighted(s, edges, keys[room]):
                 d = depth + w
                 entry = seen.get(t)
@@ -202,17 +267,35 @@ def _shortest_plans(world: World, max_states: int) -> Solution:
     return Solution(None, 0)
 
 
-def _contracted_moves(room: int, nbrs: list[list[tuple[int, int, int]]], junction: list[bool]) -> list[Edge]:
-    """From ``room``, each door and the room where the corridor behind it ends, with its length."""
+def _contracted_moves(
+    room: int,
+    nbrs: list[list[tuple[int, int, int]]],
+    junction: list[bool],
+    corridors: dict[tuple[int, int], tuple[int, int]],
+) -> list[Edge]:
+    """From ``room``, each door and the room where the corridor behind it ends, with its length.
+
+    ``corridors`` remembers each corridor walked, by (room, first room) -> (end, length),
+    and records the way back as it walks: a corridor's rooms have two doors each, so
+    walking it from its far end retraces it, and the search reaching that end later
+    does not walk it again.
+    """
     out: list[Edge] = []
     for nb, bit, key in nbrs[room]:
+        if bit:
+            out.append((nb, 1, bit, key))
+            continue
+        known = corridors.get((room, nb))
+        if known is not None:
+            out.append((known[0], known[1], 0, key))
+            continue
         prev, cur, length = room, nb, 1
-        if not bit:
-            while not junction[cur]:
-                a, b = nbrs[cur][0][0], nbrs[cur][1][0]
-                prev, cur = cur, (b if a == prev else a)
-                length += 1
-        out.append((cur, length, bit, key))
+        while not junction[cur]:
+            a, b = nbrs[cur][0][0], nbrs[cur][1][0]
+            prev, cur = cur, (b if a == prev else a)
+            length += 1
+        corridors[(cur, prev)] = (room, length)
+        out.append((cur, length, 0, key))
     return out
 
 

@@ -79,26 +79,41 @@ def _tables(world: World) -> Tables:
     """
     tables = getattr(world, "_tables", None)
     if tables is None:
-        bits = door_bits(world)
-        adjs = world.adj
-        nbrs = [[(nb, 0, -1) for nb in adj] for adj in adjs]
-        for door, key in world.locks.items():
-            entry_key = -1 if key is None else key
-            a, b = door
-            if a > b:  # not a door of this world: doors are written low room first
-                continue
-            for room, other in ((a, b), (b, a)):
-                if 0 <= room < len(adjs):
-                    row = nbrs[room]
-                    for i, nb in enumerate(adjs[room]):
-                        if nb == other:
-                            row[i] = (nb, bits[door], entry_key)
-        in_room = world.keys_in_room
-        keys = [
-            [(k, 1 << k, str(k)) for k in in_room[r]] if r in in_room else [] for r in range(len(world.rooms))
-        ]
-        tables = (nbrs, keys)
-        world._tables = tables  # type: ignore[attr-defined]
+        tables = attach_tables(world, [[(nb, 0, -1) for nb in adj] for adj in world.adj])
+    return tables
+
+
+#: the key list of a room without keys (shared: the tables are only ever read)
+_NO_KEYS: list[tuple[int, int, str]] = []
+
+
+def attach_tables(world: World, open_nbrs: list[list[tuple[int, int, int]]]) -> Tables:
+    """Finish and attach the tables of :func:`tables_of` from ``open_nbrs``: per room,
+    ``(nb, 0, -1)`` for each ``nb`` of ``world.adj[room]``, in that order (every door
+    written open). A builder that reads the world from its facts can write these as it
+    connects rooms (``certificate``) instead of a second pass over every room here.
+    """
+    bits = door_bits(world)
+    adjs = world.adj
+    nbrs = open_nbrs
+    for door, key in world.locks.items():
+        entry_key = -1 if key is None else key
+        a, b = door
+        if a > b:  # not a door of this world: doors are written low room first
+            continue
+        for room, other in ((a, b), (b, a)):
+            if 0 <= room < len(adjs):
+                row = nbrs[room]
+                for i, nb in enumerate(adjs[room]):
+                    if nb == other:
+                        row[i] = (nb, bits[door], entry_key)
+    n = len(world.rooms)
+    keys = [_NO_KEYS] * n
+    for r, in_room in world.keys_in_room.items():
+        if 0 <= r < n:
+            keys[r] = [(k, 1 << k, str(k)) for k in in_room]
+    tables = (nbrs, keys)
+    world._tables = tables  # type: ignore[attr-defined]
     return tables
 
 
