@@ -542,3 +542,25 @@ def test_the_collector_is_paused_while_a_shard_is_scored_and_restored_after(
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("processes", [True, False])
+def test_our_local_clusters_workers_run_without_the_profiler(processes: bool) -> None:
+    """``WORKER_CONFIG``: worker processes (their nanny hands the configuration on) and
+    in-process workers alike start without the statistical profiler; the client's own
+    configuration is left as it was."""
+    import dask
+    from distributed import Client
+
+    from horizonbench.tasks.cluster import _local_cluster
+
+    before = dask.config.get("distributed.worker.profile.enabled")
+    cluster = _local_cluster(DaskSpec(n_workers=1, processes=processes), dashboard=False)
+    try:
+        with Client(cluster) as client:
+            got = client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks))
+    finally:
+        cluster.close()
+    [callbacks] = got.values()
+    assert "profile" not in callbacks and "profile-cycle" not in callbacks and callbacks
+    assert dask.config.get("distributed.worker.profile.enabled") == before
