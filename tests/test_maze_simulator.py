@@ -810,3 +810,123 @@ def test_scored_plans_get_the_category_of_their_violation() -> None:
     assert categories.category_of(score(through).violation) == "locked_door"
     assert categories.category_of(score(GOLD[:-1]).violation) == "missed_critical_action"
     assert categories.category_of(score(GOLD).violation) is None
+
+
+# --- reading the facts ------------------------------------------------------------------------
+
+
+def _classify_by_rebuilding(fact: str) -> tuple[str, tuple[str, ...]]:
+    """The reading ``facts._classify`` had before its single regular expression: split at
+    spaces, take the slots, rebuild the sentence from its template and compare."""
+    from horizonbench.datasets.maze.facts import ALICE_AT, BOB_AT, KEY_AT, LOCKED, OPEN, REQUIRES
+
+    w = fact.split(" ")
+    n = len(w)
+    head = w[0]
+    if head == "Room" and n >= 4:
+        a, b = w[1], w[3]
+        if fact == OPEN.format(a=a, b=b):
+            return "open", (a, b)
+        if fact == LOCKED.format(a=a, b=b):
+            return "locked", (a, b)
+    elif head == "The" and n == 10:
+        a, b, k = w[4], w[6], w[9][:-1]
+        if k.isdigit() and fact == REQUIRES.format(a=a, b=b, k=k):
+            return "requires", (a, b, k)
+    elif head == "Key" and n == 6:
+        k, r = w[1], w[5][:-1]
+        if k.isdigit() and fact == KEY_AT.format(k=k, r=r):
+            return "key", (k, r)
+    elif head in ("Bob", "Alice") and n == 5:
+        r = w[4][:-1]
+        if fact == (BOB_AT if head == "Bob" else ALICE_AT).format(r=r):
+            return head.lower(), (r,)
+    raise ValueError(f"not a maze fact: {fact!r}")
+
+
+#: slots as the generator writes them (rooms, keys) or anything (spaces, dots, newlines,
+#: non-ASCII digits)
+_SLOT = st.one_of(
+    st.sampled_from(["A1", "B12", "3", "12", "\u00b2", ""]),
+    st.text(alphabet=st.sampled_from(list("Aa1 .\n\u00b2\u0663-_")), max_size=5),
+)
+
+
+@st.composite
+def _fact_like(draw: st.DrawFn) -> str:
+    """A sentence of one of the templates with arbitrary slots (spaces, dots, newlines,
+    non-ASCII digits), sometimes cut or extended."""
+    from horizonbench.datasets.maze.facts import ALICE_AT, BOB_AT, KEY_AT, LOCKED, OPEN, REQUIRES
+
+    template = draw(st.sampled_from([OPEN, LOCKED, REQUIRES, KEY_AT, BOB_AT, ALICE_AT]))
+    fact = template.format(a=draw(_SLOT), b=draw(_SLOT), k=draw(_SLOT), r=draw(_SLOT))
+    edit = draw(st.integers(0, 3))
+    if edit == 1:
+        fact = fact[: draw(st.integers(0, len(fact)))]
+    elif edit == 2:
+        fact += draw(_SLOT)
+    return fact
+
+
+@settings(max_examples=600, deadline=None)
+@given(_fact_like())
+def test_the_facts_are_read_as_rebuilding_them_from_their_templates_reads_them(fact: str) -> None:
+    from horizonbench.datasets.maze.facts import _classify
+
+    try:
+        want: object = _classify_by_rebuilding(fact)
+    except ValueError:
+        want = ValueError
+    try:
+        got: object = _classify(fact)
+    except ValueError:
+        got = ValueError
+    assert got == want
+
+
+def _world_by_items(facts: list[str]) -> object:
+    from horizonbench.datasets.maze.facts import _classify, world_from_items
+
+    try:
+        return world_from_items([_classify(f) for f in facts])
+    except ValueError:
+        return ValueError
+
+
+def _world_at_once(facts: list[str]) -> object:
+    try:
+        return world_from_facts(facts)
+    except ValueError:
+        return ValueError
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_rows())
+def test_a_generated_listing_reads_as_the_world_its_items_describe(row: dict) -> None:
+    """``world_from_facts`` (all facts matched at once, the world built in one pass) and
+    ``world_from_items`` over ``_classify``'s items: the same world, room order too."""
+    facts = list(row["facts"])
+    assert _world_at_once(facts) == _world_by_items(facts)
+
+
+@st.composite
+def _plain_fact(draw: st.DrawFn) -> str:
+    """A fact as the generator writes them, over a few rooms and keys (so that doors,
+    keys and requirements meet, repeat and contradict each other)."""
+    from horizonbench.datasets.maze.facts import ALICE_AT, BOB_AT, KEY_AT, LOCKED, OPEN, REQUIRES
+
+    template = draw(st.sampled_from([OPEN, LOCKED, REQUIRES, KEY_AT, BOB_AT, ALICE_AT]))
+    room = st.sampled_from(["A1", "A2", "B1", "B2"])
+    key = st.sampled_from(["0", "1", "12"])
+    return template.format(a=draw(room), b=draw(room), k=draw(key), r=draw(room))
+
+
+_ODD = st.sampled_from(["", "\n", "Bob is in room A1.\nKey 1 is in room A1."])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.one_of(_plain_fact(), _plain_fact(), _plain_fact(), _fact_like(), _ODD), max_size=30))
+def test_any_listing_reads_as_the_world_its_items_describe_or_fails_alike(facts: list[str]) -> None:
+    """Repeated and contradictory facts, requirements before or without their doors,
+    keys that are no number, newlines inside facts, text that is no fact."""
+    assert _world_at_once(facts) == _world_by_items(facts)
