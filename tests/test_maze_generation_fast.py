@@ -27,7 +27,7 @@ from horizonbench.datasets.maze.certificate import (
     world_of_listing,
 )
 from horizonbench.datasets.maze.facts import World, door_key, render_fact, world_from_facts, world_from_items
-from horizonbench.datasets.maze.generator import generate_maze
+from horizonbench.datasets.maze.generator import _Stream, generate_maze
 from horizonbench.datasets.maze.grid import _plain_kruskal, grid_edges, kruskal_mask
 from horizonbench.datasets.maze.rules import apply, apply_plan, door_bits, tables_of
 from horizonbench.datasets.maze.simulator import replay
@@ -172,6 +172,37 @@ def test_contracted_search_walks_a_ring_of_corridors_both_ways() -> None:
     facts += [render_fact("open", ("D1", "G1")), render_fact("bob", ("A1",)), render_fact("alice", ("G1",))]
     fast, plain = solve(world_from_facts(facts)), solve(world_from_facts(facts), track=True)
     assert (fast.length, fast.count) == (plain.length, plain.count) == (6, 2)
+
+
+DRAWS = st.one_of(
+    st.tuples(st.just("integers"), st.sampled_from([1, 2, 3, 17, 1600, 2**31, 2**32 - 1, 2**32, 2**40])),
+    st.tuples(st.just("integers"), st.integers(1, 5000)),
+    st.tuples(st.just("sample"), st.integers(0, 12_000), st.integers(0, 300)),
+    st.tuples(st.just("sample"), st.sampled_from([10, 16, 40, 1450]), st.integers(0, 10)),
+)
+
+
+@given(SEEDS, st.integers(0, 40), st.booleans(), st.lists(DRAWS, max_size=12))
+@PROPS
+def test_the_python_stream_draws_what_numpy_draws(
+    seed: int, doubles: int, odd: bool, draws: list[Any]
+) -> None:
+    numpy_rng = np.random.default_rng([seed, 0])
+    numpy_rng.random(doubles)  # the tree's weights come first
+    if odd:
+        numpy_rng.integers(7)  # a stream holding half of a 64-bit output
+    ours = _Stream(np.random.default_rng([seed, 0]))
+    ours._generator.bit_generator.state = numpy_rng.bit_generator.state
+    ours._load()
+    for how, *args in draws:
+        if how == "integers":
+            assert ours.integers(args[0]) == int(numpy_rng.integers(args[0]))
+        else:
+            population, size = args[0], min(args[1], args[0])
+            assert (
+                ours.sample(population, size)
+                == numpy_rng.choice(population, size=size, replace=False).tolist()
+            )
 
 
 def _mutations(plan: tuple[Step, ...], data: st.DataObject) -> tuple[Step, ...]:

@@ -61,12 +61,108 @@ class Maze:
     items: tuple[F.FactItem, ...] = field(default=(), repr=False)
 
 
+_M64 = (1 << 64) - 1
+_M128 = (1 << 128) - 1
+#: PCG64's multiplier (numpy's ``PCG_DEFAULT_MULTIPLIER_128``)
+_PCG_MULT = 0x2360ED051FC65DA44385DF649FCCF645
+
+
+class _Stream:
+    """The rest of a numpy ``Generator``'s PCG64 stream, drawn in Python: the same
+    numbers ``integers`` and ``choice(replace=False)`` give, for the few draws that
+    follow the tree.
+
+    After the tree's 3,120 weights, stream 0 makes about a dozen single draws (the
+    rewind's cells, the decoys, the key numbers), and each numpy call costs 2-10 us of
+    argument handling around a few nanoseconds of work: here each is a 128-bit step in
+    Python integers. It reads the generator's state once and never writes it back
+    (nothing draws from the generator afterwards). Written after numpy 2's
+    ``_generator.pyx`` and ``distributions.c``; ``tests/test_maze_generation_fast.py``
+    holds it to numpy's own draws, and the identity digests pin the rows.
+    """
+
+    __slots__ = ("_generator", "_has32", "_inc", "_state", "_u32")
+
+    def __init__(self, generator: np.random.Generator) -> None:
+        self._generator = generator
+        self._load()
+
+    def _load(self) -> None:
+        state = self._generator.bit_generator.state
+        if state["bit_generator"] != "PCG64":
+            raise ValueError("_Stream follows PCG64 only")
+        self._state, self._inc = state["state"]["state"], state["state"]["inc"]
+        self._has32, self._u32 = state["has_uint32"], state["uinteger"]
+
+    def _numpy(self) -> np.random.Generator:
+        """The generator with this stream's state written back (for the cases drawn by numpy)."""
+        self._generator.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {"state": self._state, "inc": self._inc},
+            "has_uint32": self._has32,
+            "uinteger": self._u32,
+        }
+        return self._generator
+
+    def _next32(self) -> int:
+        # PCG64's next_uint32: half of a 64-bit output (XSL RR), the high half kept for the next call
+        if self._has32:
+            self._has32 = 0
+            return self._u32  # type: ignore[no-any-return]
+        s = self._state = (self._state * _PCG_MULT + self._inc) & _M128
+        x = ((s >> 64) ^ s) & _M64
+        rot = s >> 122
+        out = ((x >> rot) | (x << (64 - rot))) & _M64
+        self._has32, self._u32 = 1, out >> 32
+        return out & 0xFFFFFFFF
+
+    def _bounded(self, top: int) -> int:
+        """A draw in [0, top] (numpy's ``random_bounded_uint64``, Lemire's method on 32 bits)."""
+        if top == 0:
+            return 0
+        span = top + 1
+        m = self._next32() * span
+        if m & 0xFFFFFFFF < span:
+            threshold = (0xFFFFFFFF - top) % span
+            while m & 0xFFFFFFFF < threshold:
+                m = self._next32() * span
+        return m >> 32
+
+    def integers(self, high: int) -> int:
+        """``int(generator.integers(high))``."""
+        if not 0 < high <= 1 << 32:
+            value = int(self._numpy().integers(high))
+            self._load()
+            return value
+        return self._bounded(high - 1)
+
+    def sample(self, population: int, size: int) -> list[int]:
+        """``generator.choice(population, size=size, replace=False).tolist()``: Floyd's
+        algorithm, then a Fisher-Yates shuffle of the sample."""
+        if population > 10_000 and size > population // 50 or population > 1 << 32 or size > population:
+            picked: list[int] = self._numpy().choice(population, size=size, replace=False).tolist()
+            self._load()
+            return picked
+        chosen: set[int] = set()
+        out: list[int] = []
+        for j in range(population - size, population):
+            value = self._bounded(j)
+            if value in chosen:
+                value = j
+            chosen.add(value)
+            out.append(value)
+        for i in range(size - 1, 0, -1):
+            j = self._bounded(i)
+            out[i], out[j] = out[j], out[i]
+        return out
+
+
 def _edge(a: int, b: int) -> Edge:
     return (a, b) if a < b else (b, a)
 
 
 def _rewind(
-    n: int, tree: CuttableTree, target_keys: int, rng: np.random.Generator
+    n: int, tree: CuttableTree, target_keys: int, rng: _Stream
 ) -> tuple[int, int, list[tuple[int, Edge, list[int]]]]:
     """Algorithm 1. Returns (start, goal, segments in forward order).
 
@@ -74,7 +170,7 @@ def _rewind(
     previous round started from). Fewer than ``target_keys`` segments when a round
     finds the current cell walled in (Algorithm 1's "Break").
     """
-    goal = int(rng.integers(n))
+    goal = rng.integers(n)
     x = goal
     segments: list[tuple[int, Edge, list[int]]] = []
     for _ in range(target_keys):
@@ -83,16 +179,16 @@ def _rewind(
         order, pred = tree.bfs(x)
         if order.shape[0] < 2:
             break
-        c_key = int(order[1 + int(rng.integers(order.shape[0] - 1))])
+        c_key = int(order[1 + rng.integers(order.shape[0] - 1)])
         path = path_from_predecessors(pred, x, c_key)  # x ... c_key
-        j = int(rng.integers(len(path) - 1))
+        j = rng.integers(len(path) - 1)
         door = _edge(path[j], path[j + 1])
         tree.cut(*door)
         segments.append((c_key, door, path[::-1]))  # forward: c_key ... x
         x = c_key
     if not segments:
         order, pred = tree.bfs(goal)  # nothing was cut: no round placed a door
-        start = int(order[1 + int(rng.integers(order.shape[0] - 1))])
+        start = int(order[1 + rng.integers(order.shape[0] - 1)])
         return start, goal, [(-1, (-1, -1), path_from_predecessors(pred, goal, start)[::-1])]
     segments.reverse()
     return x, goal, segments
@@ -227,7 +323,8 @@ def generate_maze(
     rng = np.random.default_rng([seed, 0])
     in_tree = _kruskal_padded(rows, cols, rng)  # a mask over grid_edges, and the sentinel wall
     grid_u, grid_v = grid_edges(rows, cols)
-    start, goal, segments = _rewind(n, CuttableTree._from_padded(in_tree, rows, cols), target_keys, rng)
+    stream = _Stream(rng)  # stream 0 after the tree's weights: single draws, in Python
+    start, goal, segments = _rewind(n, CuttableTree._from_padded(in_tree, rows, cols), target_keys, stream)
     path_doors = [door for c, door, _ in segments if c >= 0]
 
     # decoy locked doors off the gold path, with their keys anywhere in the maze; the
@@ -237,12 +334,12 @@ def generate_maze(
     off_idx = np.flatnonzero(off_tree)  # grid edge ids (the sentinel is never set)
     n_off = int(off_idx.shape[0])
     n_decoys = min(decoy_doors, n_off)
-    decoy_pick = rng.choice(n_off, size=n_decoys, replace=False) if n_decoys else np.zeros(0, int)
+    decoy_pick = stream.sample(n_off, n_decoys) if n_decoys else []
     decoys = [(int(grid_u[off_idx[i]]), int(grid_v[off_idx[i]])) for i in decoy_pick]
-    decoy_cells = rng.integers(n, size=n_decoys).tolist()
+    decoy_cells = [stream.integers(n) for _ in range(n_decoys)]
 
     total_keys = len(path_doors) + n_decoys
-    key_ids = (rng.choice(max(10, 4 * total_keys), size=total_keys, replace=False) + 1).tolist()
+    key_ids = [k + 1 for k in stream.sample(max(10, 4 * total_keys), total_keys)]
     key_of_door = dict(zip(path_doors + decoys, key_ids, strict=True))
     gold, support = _gold_plan(rows, cols, start, segments, key_of_door)
     support.append(("alice", (names[goal],)))
@@ -271,7 +368,9 @@ def generate_maze(
 
     # which way round each connection is written: drawn per fact, independent of noise
     orient_rng = np.random.default_rng([seed, 3])
-    flips = orient_rng.random(len(support) + pool_size) < 0.5
+    # one draw per fact of support + pool in that order; only the draws up to the last
+    # fact shown are made (the first k doubles of a stream do not depend on how many follow)
+    flips = orient_rng.random(len(support) + (max(order) + 1 if order else 0)) < 0.5
     flip_of = flips[: len(support)].tolist() + [bool(flips[len(support) + i]) for i in order]
 
     shuffle_rng = np.random.default_rng([seed, 2])

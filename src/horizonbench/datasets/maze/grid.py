@@ -157,7 +157,8 @@ def _kruskal_padded(rows: int, cols: int, rng: np.random.Generator) -> np.ndarra
     """:func:`kruskal_mask` with one more wall, never in the tree: the sentinel that
     :func:`_slot_layout` gives a side of the grid without a wall."""
     m = grid_edges(rows, cols)[0].shape[0]
-    weights = 1.0 + rng.random(m)
+    weights = rng.random(m)
+    weights += 1.0
     order = _nearly_sorted_order(weights)
     indptr = minimum_spanning_tree(_subdivided_graph(rows, cols, weights, order), overwrite=True).indptr
     in_tree = np.zeros(m + 1, dtype=bool)
