@@ -544,23 +544,30 @@ def test_the_collector_is_paused_while_a_shard_is_scored_and_restored_after(
         (gc.enable if was else gc.disable)()
 
 
+def _periodic(server: Any) -> dict[str, float]:
+    return {name: pc.callback_time for name, pc in server.periodic_callbacks.items()}
+
+
 @pytest.mark.parametrize("processes", [True, False])
-def test_our_local_clusters_workers_run_without_the_profiler(processes: bool) -> None:
-    """``WORKER_CONFIG``: worker processes (their nanny hands the configuration on) and
-    in-process workers alike start without the statistical profiler; the client's own
-    configuration is left as it was."""
+def test_our_local_cluster_runs_less_of_dasks_periodic_work(processes: bool) -> None:
+    """``CLUSTER_CONFIG``: worker processes (their nanny hands the configuration on) and
+    in-process workers alike start without the statistical profiler, and with the tick
+    and the system monitor slowed, the scheduler too; the client's own configuration is
+    left as it was."""
     import dask
     from distributed import Client
 
     from horizonbench.tasks.cluster import _local_cluster
 
-    before = dask.config.get("distributed.worker.profile.enabled")
+    before = dask.config.get("distributed")
     cluster = _local_cluster(DaskSpec(n_workers=1, processes=processes), dashboard=False)
     try:
         with Client(cluster) as client:
-            got = client.run(lambda dask_worker: sorted(dask_worker.periodic_callbacks))
+            [worker] = client.run(lambda dask_worker: _periodic(dask_worker)).values()
+            scheduler = client.run_on_scheduler(lambda dask_scheduler: _periodic(dask_scheduler))
     finally:
         cluster.close()
-    [callbacks] = got.values()
-    assert "profile" not in callbacks and "profile-cycle" not in callbacks and callbacks
-    assert dask.config.get("distributed.worker.profile.enabled") == before
+    assert "profile" not in worker and "profile-cycle" not in worker
+    for server in (worker, scheduler):
+        assert server["tick"] == 1_000 and server["monitor"] == 2_000
+    assert dask.config.get("distributed") == before

@@ -7,11 +7,14 @@ A command may start its LocalCluster early (``shared_cluster``: the CLI does it 
 the temporary Prefect server starts); ``dask_client`` then connects to that cluster
 instead of starting one, and leaves it running for the next stage that needs it.
 
-A small run (``small_run``: a few instances, no world study) shares a cluster of one
-worker thread in this process instead: a worker process costs about 1.5 s of CPU to
-start (its own imports of distributed, numpy and the family), more than generating a
-hundred instances, and on two cores that CPU comes out of the start-up the user waits
-for. The instances are the same bytes (they never depend on the workers).
+A small run (``small_run``: a few instances, no world study) runs its shards on the
+command's own thread instead (``InlineClient``): a worker process costs about 1.5 s of
+CPU to start (its own imports of distributed, numpy and the family), more than
+generating a hundred instances, and an in-process cluster still costs the command
+0.3 s to import distributed and about 0.06 of a core for its event loop for as long as
+the command runs, all of it on the one core the command's interpreter lock gives it.
+The instances are the same bytes (they never depend on the workers), and a run above
+the threshold, a world study or ``--dask-address`` always gets a real cluster.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 from horizonbench import __version__
@@ -42,17 +46,30 @@ def _quiet() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-#: the configuration of our LocalCluster's workers: the statistical profiler off. It
-#: samples the working thread's stack every 10 ms and folds it in every second, CPU the
-#: workers share with the client on a two-core machine (0.01 cores per worker idle,
-#: more with a deep stack to walk; in the earlier idle scoring runs two workers scored
-#: 1.74x one without it, 1.68x with it). What it costs: the dashboard's profile page
-#: stays empty; a scheduler of your own (``--dask-address``) keeps its workers' setting.
-WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
+#: the configuration of our LocalCluster (its scheduler, in this process, and its
+#: workers): less of Dask's own periodic work, which on a two-core machine takes CPU
+#: from the workers. An idle two-worker cluster measured 0.085 cores (0.047 of them in
+#: this process) and 0.030-0.037 (0.014-0.021) with these settings.
+#:
+#: - the workers' statistical profiler off: it samples the working thread's stack
+#:   every 10 ms (in the earlier idle scoring runs two workers scored 1.74x one without
+#:   it, 1.68x with it); the dashboard's profile page stays empty;
+#: - the event loop's responsiveness tick every second, not every 20 ms, in each
+#:   scheduler, nanny and worker: it only feeds the "event loop was unresponsive"
+#:   warning (still given, for a loop blocked longer than ``tick.limit``) and a metric;
+#: - the system monitor (CPU, memory and network for the dashboard's graphs) every 2 s,
+#:   not 0.5 s; the workers' memory limits have their own monitor.
+#:
+#: A scheduler of your own (``--dask-address``) keeps its settings.
+CLUSTER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+}
 
 
 def _local_cluster(spec: DaskSpec, dashboard: bool = True) -> Any:
-    """A LocalCluster (its workers configured by ``WORKER_CONFIG``) whose worker
+    """A LocalCluster (configured by ``CLUSTER_CONFIG``) whose worker
     processes ignore SIGINT: Ctrl-C in a terminal goes to the whole process group, and a
     worker that took it would die printing a traceback while the command is already
     stopping them in order (it closes the cluster on the way out). The disposition is
@@ -66,9 +83,9 @@ def _local_cluster(spec: DaskSpec, dashboard: bool = True) -> Any:
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main and spec.processes else None
     try:
-        # the workers read the configuration as they start (a nanny hands it on to its
-        # worker process), so a configuration set around the start is theirs for good
-        with dask.config.set(WORKER_CONFIG):
+        # the scheduler and the workers read the configuration as they start (a nanny
+        # hands it on to its worker process): set around the start, it is theirs for good
+        with dask.config.set(CLUSTER_CONFIG):
             cluster = LocalCluster(
                 n_workers=spec.n_workers,
                 threads_per_worker=spec.threads_per_worker,
@@ -125,6 +142,33 @@ def _key(spec: DaskSpec) -> str:
     return spec.model_dump_json()
 
 
+class InlineClient:
+    """A small run's stand-in for a Dask client: a shard runs when it is submitted, on
+    the submitting thread, and comes back as a finished future (an error in it is
+    raised by ``result()``, as Dask does; Ctrl-C stops it between candidates).
+
+    Only what generation asks of a client; the score stage scores in this process when
+    it gets one (``is_inline``)."""
+
+    def submit(self, fn: Callable[..., Any], *args: Any, pure: bool = True, **kwargs: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as err:  # noqa: BLE001 - the caller reads it from the future
+            future.set_exception(err)
+        return future
+
+    def scheduler_info(self) -> dict[str, Any]:
+        return {"workers": {"this thread": {}}}
+
+    def close(self) -> None:
+        """Nothing to close (a Dask client's method)."""
+
+
+def is_inline(client: object) -> bool:
+    return isinstance(client, InlineClient)
+
+
 def warm_worker(families: tuple[str, ...]) -> int:
     """Import what the first shard needs (run on each worker while the command waits)."""
     from horizonbench.core.registry import get_family
@@ -144,17 +188,22 @@ def shared_cluster(
     ``families`` at once (without waiting for it). Nothing is started for an existing
     scheduler (``spec.address``) or when a cluster for ``spec`` is already shared.
 
-    ``in_process`` (for a ``small_run``): the cluster shared under ``spec`` is one
-    worker thread in this process, whatever ``spec`` asks for."""
+    ``in_process`` (for a ``small_run``): no cluster; every ``dask_client(spec)`` in the
+    block gets an ``InlineClient``, whatever ``spec`` asks for."""
     key = _key(spec)
     if spec.address or key in _SHARED:
         yield _SHARED.get(key)
         return
+    if in_process:
+        _SHARED[key] = InlineClient()
+        try:
+            yield _SHARED[key]
+        finally:
+            _SHARED.pop(key, None)
+        return
     from distributed import Client
 
-    started = spec.model_copy(update={"n_workers": 1, "threads_per_worker": 1, "processes": False})
-    # a small run's in-process cluster is over in a second: no dashboard (bokeh's import)
-    cluster = _local_cluster(started if in_process else spec, dashboard=not in_process)
+    cluster = _local_cluster(spec)
     client = Client(cluster)
     warming = [
         client.submit(warm_worker, families, workers=[address], pure=False, allow_other_workers=False)
@@ -173,6 +222,10 @@ def shared_cluster(
 
 @contextlib.contextmanager
 def dask_client(spec: DaskSpec) -> Iterator[object]:
+    shared = _SHARED.get(_key(spec))
+    if isinstance(shared, InlineClient):
+        yield shared
+        return
     from distributed import Client
 
     if spec.address:
@@ -182,7 +235,6 @@ def dask_client(spec: DaskSpec) -> Iterator[object]:
         finally:
             client.close()
         return
-    shared = _SHARED.get(_key(spec))
     if shared is not None:
         client = Client(shared)
         try:
