@@ -397,6 +397,15 @@ def _config(**changes: object) -> object:
     return parse_config(raw, source="test")
 
 
+SMALL_CONFIG = """\
+run: {name: small, seed: 3}
+families:
+  maze:
+    params: {grid_rows: 5, grid_cols: 5, num_keys: 1}
+    sampling: {count: 6}
+"""
+
+
 def test_a_small_run_generates_in_process_and_a_larger_one_on_worker_processes() -> None:
     from horizonbench.tasks.cluster import SMALL_RUN_MAX, small_run
 
@@ -412,17 +421,46 @@ def test_a_small_run_generates_in_process_and_a_larger_one_on_worker_processes()
     assert not small_run(_config(dask={"address": "tcp://127.0.0.1:8786"}))
 
 
-def test_a_small_runs_shared_cluster_is_one_thread_of_this_process() -> None:
+def test_a_small_run_has_no_cluster_its_shards_run_on_the_calling_thread(tmp_path) -> None:
+    """In a small run's block every client is the inline one: no distributed import, a
+    shard runs on the submitting thread and its error is raised by ``result()``; the
+    score stage scores in this process. Outside the block a real cluster is made."""
+    import threading
+
     from horizonbench.schemas.config import DaskSpec
-    from horizonbench.tasks.cluster import dask_client, shared_cluster
+    from horizonbench.tasks.cluster import InlineClient, dask_client, is_inline, shared_cluster
 
     spec = DaskSpec(n_workers=2)
-    with shared_cluster(spec, ("maze",), in_process=True) as cluster:
+    with shared_cluster(spec, ("maze",), in_process=True) as shared:
+        assert isinstance(shared, InlineClient)
         with dask_client(spec) as client:
-            workers = client.scheduler_info()["workers"]
-            assert len(workers) == 1
-            assert client.run(os.getpid) == {address: os.getpid() for address in workers}
-    assert cluster.status.name == "closed"
+            assert is_inline(client) and client is shared
+            assert client.submit(threading.get_ident, pure=False).result() == threading.get_ident()
+            failed = client.submit(int, "not a number")
+            with pytest.raises(ValueError):
+                failed.result()
+            assert len(client.scheduler_info()["workers"]) == 1
+    with dask_client(DaskSpec(n_workers=1, processes=False)) as client:
+        assert not is_inline(client)
+
+
+def test_a_small_run_imports_no_distributed(tmp_path) -> None:
+    """The installed command's small run never imports distributed (0.3 s of imports
+    and an event loop on the command's core for the whole run)."""
+    probe = f"""
+import sys
+from pathlib import Path
+from horizonbench.cli.main import main
+Path({str(tmp_path / "c.yaml")!r}).write_text({SMALL_CONFIG!r})
+cfg, out = {str(tmp_path / "c.yaml")!r}, {str(tmp_path / "run")!r}
+code = main(["generate", "--config", cfg, "--out", out, "--no-progress"])
+print(code, "distributed" in sys.modules)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(tmp_path / "home"), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    out = _run_py(probe, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[-2:] == ["0", "False"]
 
 
 def test_a_bad_config_stops_the_server_started_before_it_was_read(tmp_path) -> None:

@@ -503,7 +503,7 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     (a subprocess, on the other core): import the pipeline, start the LocalCluster the
     generation and world stages share, import Great Expectations (every command that
     generates or simulates validates tables; the other commands never import it).
-    A small run's cluster is a worker thread of this process (``tasks.cluster.small_run``)."""
+    A small run has no cluster: its shards run on this thread (``tasks.cluster.small_run``)."""
     import horizonbench.flows.pipeline  # noqa: F401 - prefect, pandas, the stages
     from horizonbench.cli.prefect_server import mark
 
@@ -511,10 +511,11 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     # the world study (run or demo, not a dry run) simulates on Dask and validates too
     worlds = cfg.worlds is not None and args.command != "generate" and not dry
     if cfg.families or worlds:
-        import distributed  # noqa: F401 - before another thread imports anything
-
         from horizonbench.tasks.cluster import shared_cluster, small_run
 
+        inline = small_run(cfg)
+        if not inline:
+            import distributed  # noqa: F401 - before another thread imports anything
         mark("imports done")
         # Great Expectations (2 s; its first use is the first validation) imports in a
         # thread while the cluster starts, which is mostly waiting for the worker
@@ -522,7 +523,7 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
         gx = threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True)
         gx.start()
         try:
-            stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families), in_process=small_run(cfg)))
+            stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families), in_process=inline))
             mark("cluster ready")
         finally:
             gx.join()

@@ -11,7 +11,7 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from horizonbench.schemas.config import Config
-from horizonbench.tasks.cluster import dask_client, lost_cluster
+from horizonbench.tasks.cluster import dask_client, is_inline, lost_cluster
 from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
 from horizonbench.tasks.score_shards import ShardSizer, score_rows, score_table
 from horizonbench.tasks.storage import staged
@@ -42,5 +42,6 @@ def score_attempts(cfg: Config, run: str) -> str:
         score_run(cfg, run_dir, path)
     else:
         with dask_client(cfg.dask) as client:
-            score_run(cfg, run_dir, path, client=client)
+            # a small run has no cluster: its attempts are scored here, in shards
+            score_run(cfg, run_dir, path, client=None if is_inline(client) else client)
     return str(path)
