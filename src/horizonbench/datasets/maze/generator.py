@@ -374,9 +374,10 @@ def generate_maze(
     flip_of = flips[: len(support)].tolist() + [bool(flips[len(support) + i]) for i in order]
 
     shuffle_rng = np.random.default_rng([seed, 2])
-    perm_array = _sattolo_positions(len(listing), shuffle_ratio, shuffle_rng)
-    perm = perm_array.tolist()
-    displaced = int(np.count_nonzero(perm_array != np.arange(len(listing))))
+    perm = _sattolo_positions(len(listing), shuffle_ratio, shuffle_rng).tolist()
+    # a single cycle through k >= 2 positions moves every one of them, and nothing else
+    k = int(round(shuffle_ratio * len(listing)))
+    displaced = k if k >= 2 else 0
     # oriented and shuffled in one pass: the fact at position p is item perm[p], with
     # the two rooms of a connection swapped when flipped (written out: a function call
     # per fact would cost more than the swap)

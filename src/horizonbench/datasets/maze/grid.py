@@ -262,10 +262,11 @@ class CuttableTree:
     def cut(self, a: int, b: int) -> None:
         """Remove the edge a-b (a door locked) from every later search."""
         indices = self._graph.indices
+        item, at = indices.item, self._indptr.item
         for row, col in ((a, b), (b, a)):
             # a row holds at most four cells: a loop over them beats a vectorised search
-            for i in range(int(self._indptr[row]), int(self._indptr[row + 1])):
-                if indices[i] == col:
+            for i in range(at(row), at(row + 1)):
+                if item(i) == col:
                     indices[i] = row
 
     def bfs(self, source: int) -> tuple[np.ndarray, np.ndarray]:
@@ -277,8 +278,9 @@ def path_from_predecessors(pred: np.ndarray, source: int, target: int) -> list[i
     """The cell path source -> target read off a BFS predecessor array."""
     path = [target]
     node = target
+    item = pred.item  # a Python int straight away (``int(pred[node])`` makes a numpy scalar first)
     while node != source:
-        node = int(pred[node])
+        node = item(node)
         if node < 0:
             raise ValueError("target is not reachable from source")
         path.append(node)

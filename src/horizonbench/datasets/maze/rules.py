@@ -168,11 +168,16 @@ def apply_plan(world: World, state: State, steps: Iterable[Step]) -> tuple[State
     """
     index, adj, locks = world.index, world.adj, world.locks
     bits = door_bits(world)
+    # the rooms with a locked door: a move from any other room needs no door look-up
+    locked_rooms = {room for door in locks for room in door}
     room, held, unlocked, pending = state
     for step in steps:
         if pending < 0 and step.action == "move_to":
             nb = index.get(step.arg)
             if nb is not None and nb in adj[room]:
+                if room not in locked_rooms:
+                    room = nb
+                    continue
                 door = (room, nb) if room < nb else (nb, room)
                 if door not in locks or unlocked & bits[door]:
                     room = nb
