@@ -219,12 +219,12 @@ _NORMAL: dict[Pair, Pair] = {}
 def _normal_pairs(pairs: Sequence[Pair]) -> list[Pair]:
     if len(_NORMAL) > 1 << 16:
         _NORMAL.clear()
-    out = []
-    for p in pairs:
-        q = _NORMAL.get(p)
-        if q is None:
-            q = _NORMAL[p] = _normal_pair(*p)
-        out.append(q)
+    out = list(map(_NORMAL.get, pairs))  # looked up in C; the few misses below
+    if None in out:
+        for i, q in enumerate(out):
+            if q is None:
+                p = pairs[i]
+                q = out[i] = _NORMAL[p] = _normal_pair(*p)
     return out
 
 
@@ -326,10 +326,10 @@ class Judge:
         """Score a plan of normalised (action, argument) pairs."""
         gold = self.gold
         n, size = len(gold), len(plan)
-        k0 = 0  # leading actions equal to the gold plan's
-        for k0 in range(min(size, n) + 1):  # noqa: B007
-            if k0 == size or k0 == n or plan[k0] != gold[k0]:
-                break
+        # position by position, plan against gold (as far as the shorter goes), compared
+        # in C: the leading actions equal to the gold plan's and the positional hits
+        same = list(map(operator.eq, plan, gold))
+        k0 = same.index(False) if False in same else len(same)
         if not self.certified:
             gold_steps = tuple(Step(a, b) for a, b in self.raw_gold)
             return score_plan(self.facts, gold_steps, ParsedAnswer(tuple(Step(a, b) for a, b in plan)))
@@ -346,8 +346,7 @@ class Judge:
                     matched += min(c, pc[s])
             precision, recall = matched / size, matched / n
         if size:
-            hits = k0 + sum(map(operator.eq, plan[k0 + 1 : n], gold[k0 + 1 :]))
-            positional = hits / size
+            positional = sum(same) / size
         else:
             positional = 0.0
 
