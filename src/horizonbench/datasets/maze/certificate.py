@@ -98,32 +98,40 @@ def _listing_world(items: Iterable[FactItem]) -> World:
     nbrs: list[list[tuple[int, int, int]]] = []
     requires: dict[tuple[str, str], int] = {}
     for kind, g in items:
-        if kind == "requires":
-            requires[(g[0], g[1])] = int(g[2])
-            continue
-        if kind == "key":
-            r = index.get(g[1])
-            if r is None:
-                r = index[g[1]] = len(rooms)
-                rooms.append(g[1])
-                adj.append([])
-                nbrs.append([])
-            keys = in_room.setdefault(r, [])
-            if int(g[0]) not in keys:  # a repeated fact is one key, not two
-                keys.append(int(g[0]))
-            continue
+        if kind != "open":  # most facts are open doors: one comparison for them
+            if kind == "requires":
+                requires[(g[0], g[1])] = int(g[2])
+                continue
+            if kind == "key":
+                r = index.get(g[1])
+                if r is None:
+                    r = index[g[1]] = len(rooms)
+                    rooms.append(g[1])
+                    adj.append([])
+                    nbrs.append([])
+                keys = in_room.setdefault(r, [])
+                if int(g[0]) not in keys:  # a repeated fact is one key, not two
+                    keys.append(int(g[0]))
+                continue
+            if kind == "bob" or kind == "alice":
+                r = index.get(g[0])
+                if r is None:
+                    r = index[g[0]] = len(rooms)
+                    rooms.append(g[0])
+                    adj.append([])
+                    nbrs.append([])
+                if kind == "bob":
+                    world.start = r
+                else:
+                    world.goal = r
+                continue
+        # a connection ("open", "locked", and any other kind, as world_from_items reads it)
         ia = index.get(g[0])
         if ia is None:
             ia = index[g[0]] = len(rooms)
             rooms.append(g[0])
             adj.append([])
             nbrs.append([])
-        if kind == "bob":
-            world.start = ia
-            continue
-        if kind == "alice":
-            world.goal = ia
-            continue
         ib = index.get(g[1])
         if ib is None:
             ib = index[g[1]] = len(rooms)
@@ -229,8 +237,8 @@ def _shortest_plans(world: World, max_states: int) -> Solution:
     # a junction: not two doors, or a key in the room, or a locked door (every locked
     # door has a bit in the tables), or the start or the goal
     junction = [len(nb) != 2 for nb in nbrs]
-    for r, ks in enumerate(keys):
-        if ks:
+    for r, ks in world.keys_in_room.items():  # the few rooms with keys (``keys[r]`` is made from these)
+        if ks and 0 <= r < len(junction):
             junction[r] = True
     for a, b in world.locks:
         junction[a] = junction[b] = True
