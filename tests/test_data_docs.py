@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from horizonbench.tasks.data_docs import GX_INDEX, OFFLINE_MARK, make_offline, strip_remote
-from horizonbench.tasks.validate import validate_frame
+from horizonbench.tasks.validation import validate_frame
 
 
 class _Refs(HTMLParser):

@@ -309,6 +309,8 @@ def _blocks_probe(tmp_path: Path, home: Path, **extra: str) -> dict:
         XDG_CACHE_HOME=str(tmp_path / "cache"),
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         DO_NOT_TRACK="1",
+        # as the CLI sets it: a first start migrates the database, slow on a loaded machine
+        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120",
         **extra,
     )
     proc = subprocess.run([PYTHON, "-c", BLOCKS_PROBE], capture_output=True, text=True, timeout=300, env=env)

@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import sys
-import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -500,34 +499,41 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) -> None:
     """The command's own start-up work, done while the temporary Prefect server starts
-    (a subprocess, on the other core): import the pipeline, start the LocalCluster the
-    generation and world stages share, import Great Expectations (every command that
-    generates or simulates validates tables; the other commands never import it).
-    A small run has no cluster: its shards run on this thread (``tasks.cluster.small_run``)."""
-    import horizonbench.flows.pipeline  # noqa: F401 - prefect, pandas, the stages
+    (a subprocess, on the other core). Every command that generates or simulates
+    validates tables, so it first forks the validation process, once pandas, numpy and
+    pyarrow are imported (the child shares them and imports Great Expectations on
+    whichever core is free: ``tasks.validation_process``); then it imports the pipeline
+    and starts the LocalCluster the generation and world stages share. A small run has
+    no cluster: its shards run on this thread (``tasks.cluster.small_run``). The other
+    commands never import Great Expectations."""
     from horizonbench.cli.prefect_server import mark
 
     dry = getattr(args, "dry_run", False)
     # the world study (run or demo, not a dry run) simulates on Dask and validates too
     worlds = cfg.worlds is not None and args.command != "generate" and not dry
-    if cfg.families or worlds:
+    validates = bool(cfg.families) or worlds
+    if validates:
+        import numpy  # noqa: F401 - what Great Expectations shares with the command
+        import pandas  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+
+        from horizonbench.tasks.validation_process import validation_process
+
+        forked = stack.enter_context(validation_process()) is not None
+    import horizonbench.flows.pipeline  # noqa: F401 - prefect, pandas, the stages
+
+    if validates:
         from horizonbench.tasks.cluster import shared_cluster, small_run
 
         inline = small_run(cfg)
         if not inline:
-            import distributed  # noqa: F401 - before another thread imports anything
+            import distributed  # noqa: F401
         mark("imports done")
-        # Great Expectations (2 s; its first use is the first validation) imports in a
-        # thread while the cluster starts, which is mostly waiting for the worker
-        # processes; joined before the flow starts, so no other import runs beside it
-        gx = threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True)
-        gx.start()
-        try:
-            stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families), in_process=inline))
-            mark("cluster ready")
-        finally:
-            gx.join()
-        mark("gx imported")
+        stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families), in_process=inline))
+        mark("cluster ready")
+        if not forked:  # validated here: its first use is the flow's first validation
+            _import_gx()
+            mark("gx imported")
     else:
         mark("imports done")
 

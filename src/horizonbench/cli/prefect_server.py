@@ -193,7 +193,9 @@ class TemporaryServer:
             # warm-up): for benchmarks/overhead.py, a request every 50 ms meanwhile
             import threading
 
-            threading.Thread(target=self._watch, args=(self.process,), daemon=True).start()
+            threading.Thread(
+                target=self._watch, args=(self.process,), name="horizonbench-server-watch", daemon=True
+            ).start()
 
     def _watch(self, process: subprocess.Popen[bytes]) -> None:
         while self.process is process and process.poll() is None:

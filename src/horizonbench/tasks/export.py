@@ -26,7 +26,7 @@ from horizonbench.schemas.expectations import export_suite
 from horizonbench.schemas.tables import with_version
 from horizonbench.tasks.layout import instances_rel
 from horizonbench.tasks.table_parts import read_parts
-from horizonbench.tasks.validate import validate_frame
+from horizonbench.tasks.validation import validate_frame
 
 STEP_FIELDS = [
     pa.field("instance_id", pa.string(), nullable=False),

@@ -1,0 +1,214 @@
+"""Great Expectations in a process of its own, forked from the command as it starts.
+
+Importing Great Expectations costs about 2 s of CPU and each table's checkpoint and
+data docs a few tenths more. In the command's own process that CPU sits on the one
+core the interpreter lock lets it use, before the flow's first stage, while the other
+core is busy starting Prefect's temporary server and then idle for most of the flow.
+So the command forks once its own imports of pandas, numpy and pyarrow are done (the
+child shares them, copy-on-write: a new interpreter would import them again, about
+1-2 s more CPU in all, measured), and the child imports Great Expectations on whichever
+core is free while the command goes on importing Prefect and the stages. Every
+validation of the run then happens there (``validation.check_table``); the command
+never imports Great Expectations.
+
+Forking is safe here because it happens before anything starts a thread that could
+hold a lock the child needs (Prefect, Dask and the log workers start later); with any
+other thread running, with ``HORIZONBENCH_SEQUENTIAL_STARTUP=1`` or without
+``os.fork`` nothing is forked and the validate task runs the same function in the
+command's process. One table at a time, over a pipe of its own (pickled requests and
+answers, never stdout, where a library could print); the run's validations share one
+Great Expectations context there, so its data docs list every table of the run. The
+child ignores SIGINT (Ctrl-C in a terminal reaches the whole process group; the command
+stops it on the way out, as it stops its Dask workers), gets SIGTERM when the command
+dies, even by SIGKILL, and ends with ``os._exit``: it never runs the command's own
+clean-up code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+#: how long the process may take to exit once asked to, before it is killed
+STOP_TIMEOUT_S = 5.0
+#: threads that may run while the command forks: they take no lock the child uses
+FORK_SAFE_THREADS = ("horizonbench-server-watch",)
+
+
+class ValidationProcess:
+    """The forked child and the command's ends of its two pipes; one request at a time."""
+
+    def __init__(self, pid: int, send_fd: int, recv_fd: int) -> None:
+        from multiprocessing.connection import Connection
+
+        self.pid = pid
+        self.returncode: int | None = None
+        self._send = Connection(send_fd, readable=False)
+        self._recv = Connection(recv_fd, writable=False)
+        self._lock = threading.Lock()
+
+    def call(self, path: str, table: str, suite: Any, run: str) -> dict[str, Any]:
+        with self._lock:
+            try:
+                self._send.send((path, table, suite, run))
+                ok, value = self._recv.recv()
+            except (EOFError, OSError):
+                raise RuntimeError(
+                    f"the validation process stopped while validating {table} (exit status {self.poll()})"
+                ) from None
+        if ok:
+            return value
+        raise value
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return -1
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def _wait(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def stop(self, at_once: bool = False) -> None:
+        """Close its pipe (it exits when it reads the end), or SIGTERM it at once; then
+        wait, and SIGKILL it if it does not exit. Always reaped."""
+        for conn in (self._send, self._recv):
+            conn.close()
+        if at_once and self.poll() is None:
+            os.kill(self.pid, signal.SIGTERM)
+        if not self._wait(STOP_TIMEOUT_S):
+            os.kill(self.pid, signal.SIGTERM)
+            if not self._wait(STOP_TIMEOUT_S):
+                os.kill(self.pid, signal.SIGKILL)
+                self._wait(STOP_TIMEOUT_S)
+
+
+def can_fork() -> bool:
+    """Whether forking now is safe: ``os.fork`` exists and no thread but ours runs."""
+    if not hasattr(os, "fork"):
+        return False
+    others = [t for t in threading.enumerate() if t is not threading.current_thread()]
+    return all(t.name in FORK_SAFE_THREADS for t in others)
+
+
+def _die_with_parent() -> None:
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def fork() -> ValidationProcess | None:
+    """Fork the validation process (None when ``can_fork`` says no)."""
+    if not can_fork():
+        return None
+    request_r, request_w = os.pipe()
+    answer_r, answer_w = os.pipe()
+    for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into the command's code
+        code = 0
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _die_with_parent()
+            os.close(request_w)
+            os.close(answer_r)
+            serve(request_r, answer_w)
+        except BaseException:  # noqa: BLE001 - reported by the command as a stopped process
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(request_r)
+    os.close(answer_w)
+    return ValidationProcess(pid, request_w, answer_r)
+
+
+#: the process ``validation_process`` forked, while its block lasts
+_ACTIVE: dict[str, ValidationProcess] = {}
+
+
+@contextlib.contextmanager
+def validation_process() -> Iterator[ValidationProcess | None]:
+    """Fork the validation process for the block (if safe); stopped when the block ends,
+    at once when it ends by an error or an interrupt (a validation still running is of
+    a run that is ending)."""
+    if _ACTIVE:
+        yield _ACTIVE["process"]
+        return
+    proc = fork()
+    if proc is None:
+        yield None
+        return
+    from horizonbench.cli.prefect_server import mark
+
+    mark("validation process forked")
+    _ACTIVE["process"] = proc
+    failed = False
+    try:
+        yield proc
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        _ACTIVE.pop("process", None)
+        proc.stop(at_once=failed)
+
+
+def check_table(path: str, table: str, suite: Any, run: str) -> dict[str, Any]:
+    """``validation.check_table`` in the validation process when one runs, else here."""
+    proc = _ACTIVE.get("process")
+    if proc is None:
+        from horizonbench.tasks.validation import check_table as check_here
+
+        return check_here(path, table, suite, run)
+    return proc.call(path, table, suite, run)
+
+
+def serve(read_fd: int, write_fd: int) -> None:
+    """The child's loop: import, then answer requests until the pipe closes. A failed
+    validation goes back to the command as its exception (its text if it does not
+    pickle)."""
+    from multiprocessing.connection import Connection
+
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    import great_expectations  # noqa: F401 - the point of this process
+
+    from horizonbench.cli.prefect_server import mark
+    from horizonbench.tasks.validation import check_table as check_here
+
+    mark("gx imported")
+    recv, send = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
+    while True:
+        try:
+            request = recv.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            answer: tuple[bool, Any] = (True, check_here(*request))
+        except Exception as err:  # noqa: BLE001 - handed to the caller, who raises it
+            answer = (False, err)
+        try:
+            send.send(answer)
+        except (OSError, EOFError):
+            return
+        except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+            send.send((False, RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")))
