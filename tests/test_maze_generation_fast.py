@@ -27,7 +27,7 @@ from horizonbench.datasets.maze.certificate import (
     world_of_listing,
 )
 from horizonbench.datasets.maze.facts import World, door_key, render_fact, world_from_facts, world_from_items
-from horizonbench.datasets.maze.generator import _Stream, generate_maze
+from horizonbench.datasets.maze.generator import _rng, _Stream, generate_maze
 from horizonbench.datasets.maze.grid import _plain_kruskal, grid_edges, kruskal_mask
 from horizonbench.datasets.maze.rules import apply, apply_plan, door_bits, tables_of
 from horizonbench.datasets.maze.simulator import replay
@@ -172,6 +172,18 @@ def test_contracted_search_walks_a_ring_of_corridors_both_ways() -> None:
     facts += [render_fact("open", ("D1", "G1")), render_fact("bob", ("A1",)), render_fact("alice", ("G1",))]
     fast, plain = solve(world_from_facts(facts)), solve(world_from_facts(facts), track=True)
     assert (fast.length, fast.count) == (plain.length, plain.count) == (6, 2)
+
+
+@given(st.one_of(SEEDS, st.sampled_from([0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**64, -1])), st.integers(0, 3))
+@PROPS
+def test_stream_generators_are_default_rng_of_seed_and_stream(seed: int, stream: int) -> None:
+    if seed < 0:
+        with pytest.raises(ValueError):
+            np.random.default_rng([seed, stream])
+        with pytest.raises(ValueError):
+            _rng(seed, stream)
+        return
+    assert _rng(seed, stream).bit_generator.state == np.random.default_rng([seed, stream]).bit_generator.state
 
 
 DRAWS = st.one_of(

@@ -157,6 +157,19 @@ class _Stream:
         return out
 
 
+def _rng(seed: int, stream: int) -> np.random.Generator:
+    """``np.random.default_rng([seed, stream])``, the same generator, about 2 us cheaper.
+
+    numpy turns each int of a list into 32-bit words in Python before hashing them
+    (``SeedSequence``); an array of those very words (low word first, as many as the
+    int needs, one for 0) takes its fast path to the same state. Three or four a candidate.
+    """
+    if seed < 0 or stream < 0 or seed >> 64 or stream >> 32:
+        return np.random.default_rng([seed, stream])
+    words = [seed & 0xFFFFFFFF, seed >> 32, stream] if seed >> 32 else [seed, stream]
+    return np.random.default_rng(np.array(words, dtype=np.uint32))
+
+
 def _edge(a: int, b: int) -> Edge:
     return (a, b) if a < b else (b, a)
 
@@ -320,7 +333,7 @@ def generate_maze(
     """Build one maze. Pure function of its arguments."""
     n = rows * cols
     names = room_names(rows, cols)
-    rng = np.random.default_rng([seed, 0])
+    rng = _rng(seed, 0)
     in_tree = _kruskal_padded(rows, cols, rng)  # a mask over grid_edges, and the sentinel wall
     grid_u, grid_v = grid_edges(rows, cols)
     stream = _Stream(rng)  # stream 0 after the tree's weights: single draws, in Python
@@ -363,17 +376,17 @@ def generate_maze(
     n_support = len(support)
     n_noise = min(int(round(noise_ratio * n_support)), pool_size)
     # stream 1 is only read when distractors are shown (making a generator draws nothing)
-    order = np.random.default_rng([seed, 1]).permutation(pool_size)[:n_noise].tolist() if n_noise else []
+    order = _rng(seed, 1).permutation(pool_size)[:n_noise].tolist() if n_noise else []
     listing = support + [pool_item(i) for i in order]
 
     # which way round each connection is written: drawn per fact, independent of noise
-    orient_rng = np.random.default_rng([seed, 3])
+    orient_rng = _rng(seed, 3)
     # one draw per fact of support + pool in that order; only the draws up to the last
     # fact shown are made (the first k doubles of a stream do not depend on how many follow)
     flips = orient_rng.random(len(support) + (max(order) + 1 if order else 0)) < 0.5
     flip_of = flips[: len(support)].tolist() + [bool(flips[len(support) + i]) for i in order]
 
-    shuffle_rng = np.random.default_rng([seed, 2])
+    shuffle_rng = _rng(seed, 2)
     perm = _sattolo_positions(len(listing), shuffle_ratio, shuffle_rng).tolist()
     # a single cycle through k >= 2 positions moves every one of them, and nothing else
     k = int(round(shuffle_ratio * len(listing)))
