@@ -58,7 +58,7 @@ def _of(df: pd.DataFrame, label: str) -> pd.DataFrame:
 def seqbench_figures(tables: Mapping[str, pd.DataFrame], label: str = "maze") -> dict[str, Markup]:
     """seqBench's figures 10, 11, 13 and 3's token panel for one family label (the base
     maze by default: a sweep's settings have their rows in the same tables)."""
-    t = {name: _of(tables.get(name, pd.DataFrame()), label) for name in _SEQBENCH_TABLES}
+    t = {name: _of(tables.get(name, pd.DataFrame()), label) for name in SEQBENCH_TABLES}
     return {
         "progress_distribution": Markup(seqbench_plots.progress_distribution_svg(t["progress_distribution"])),
         "first_violation_by_length": Markup(
@@ -74,7 +74,7 @@ def seqbench_figures(tables: Mapping[str, pd.DataFrame], label: str = "maze") ->
     }
 
 
-_SEQBENCH_TABLES = (
+SEQBENCH_TABLES = (
     "progress_distribution",
     "first_violation_by_length",
     "violations_by_length",

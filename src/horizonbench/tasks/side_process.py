@@ -1,27 +1,30 @@
-"""Great Expectations in a process of its own, forked from the command as it starts.
+"""A second process forked from the command as it starts: Great Expectations and half
+of the report's figures.
 
-Importing Great Expectations costs about 2 s of CPU and each table's checkpoint and
-data docs a few tenths more. In the command's own process that CPU sits on the one
-core the interpreter lock lets it use, before the flow's first stage, while the other
-core is busy starting Prefect's temporary server and then idle for most of the flow.
-So the command forks once its own imports of pandas, numpy and pyarrow are done (the
-child shares them, copy-on-write: a new interpreter would import them again, about
-1-2 s more CPU in all, measured), and the child imports Great Expectations on whichever
-core is free while the command goes on importing Prefect and the stages. Every
-validation of the run then happens there (``validation.check_table``); the command
-never imports Great Expectations.
+A command's own work runs on the one core its interpreter lock lets it use. Importing
+Great Expectations costs about 2 s of CPU and each table's checkpoint and data docs a
+few tenths more, before and during the flow, while the other core is busy starting
+Prefect's temporary server and then idle for most of the flow; the report's figures are
+about three quarters of the flow's own CPU. So the command forks once its imports of
+pandas, numpy and pyarrow are done (the child shares them, copy-on-write: a new
+interpreter would import them again, 1-2 s more CPU in all, measured), and the child
+imports Great Expectations, then matplotlib and the figure code, on whichever core is
+free while the command goes on importing Prefect and the stages. Every validation of
+the run happens there (``check_table``), so the command never imports Great
+Expectations, and the report draws half its figures there while the command draws the
+other half (``offload``).
 
 Forking is safe here because it happens before anything starts a thread that could
 hold a lock the child needs (Prefect, Dask and the log workers start later); with any
 other thread running, with ``HORIZONBENCH_SEQUENTIAL_STARTUP=1`` or without
-``os.fork`` nothing is forked and the validate task runs the same function in the
-command's process. One table at a time, over a pipe of its own (pickled requests and
-answers, never stdout, where a library could print); the run's validations share one
-Great Expectations context there, so its data docs list every table of the run. The
-child ignores SIGINT (Ctrl-C in a terminal reaches the whole process group; the command
-stops it on the way out, as it stops its Dask workers), gets SIGTERM when the command
-dies, even by SIGKILL, and ends with ``os._exit``: it never runs the command's own
-clean-up code.
+``os.fork`` nothing is forked and the command does all of it itself. One request at a
+time, over a pipe of its own (a function and its arguments pickled, by reference, and
+the answer; never stdout, where a library could print); the run's validations share
+one Great Expectations context there, so its data docs list every table of the run.
+The child ignores SIGINT (Ctrl-C in a terminal reaches the whole process group; the
+command stops it on the way out, as it stops its Dask workers), gets SIGTERM when the
+command dies, even by SIGKILL, and ends with ``os._exit``: it never runs the command's
+own clean-up code.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from typing import Any
 
 #: how long the process may take to exit once asked to, before it is killed
@@ -42,7 +46,7 @@ STOP_TIMEOUT_S = 5.0
 FORK_SAFE_THREADS = ("horizonbench-server-watch",)
 
 
-class ValidationProcess:
+class SideProcess:
     """The forked child and the command's ends of its two pipes; one request at a time."""
 
     def __init__(self, pid: int, send_fd: int, recv_fd: int) -> None:
@@ -54,18 +58,34 @@ class ValidationProcess:
         self._recv = Connection(recv_fd, writable=False)
         self._lock = threading.Lock()
 
-    def call(self, path: str, table: str, suite: Any, run: str) -> dict[str, Any]:
+    def call(self, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in the child; its exception raised here. ``what`` names the
+        work in the error when the child is gone."""
         with self._lock:
             try:
-                self._send.send((path, table, suite, run))
+                self._send.send((fn, args))
                 ok, value = self._recv.recv()
             except (EOFError, OSError):
                 raise RuntimeError(
-                    f"the validation process stopped while validating {table} (exit status {self.poll()})"
+                    f"the side process stopped while {what} (exit status {self.poll()})"
                 ) from None
         if ok:
             return value
         raise value
+
+    def submit(self, what: str, fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        """``call`` on a thread of this process (it waits on the pipe, without the
+        interpreter lock): the command goes on with its own work meanwhile."""
+        future: Future[Any] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(self.call(what, fn, *args))
+            except BaseException as err:  # noqa: BLE001 - read by whoever waits on it
+                future.set_exception(err)
+
+        threading.Thread(target=run, name="horizonbench-side-call", daemon=True).start()
+        return future
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -115,8 +135,8 @@ def _die_with_parent() -> None:
             pass
 
 
-def fork() -> ValidationProcess | None:
-    """Fork the validation process (None when ``can_fork`` says no)."""
+def fork() -> SideProcess | None:
+    """Fork the side process (None when ``can_fork`` says no)."""
     if not can_fork():
         return None
     request_r, request_w = os.pipe()
@@ -139,18 +159,18 @@ def fork() -> ValidationProcess | None:
             os._exit(code)
     os.close(request_r)
     os.close(answer_w)
-    return ValidationProcess(pid, request_w, answer_r)
+    return SideProcess(pid, request_w, answer_r)
 
 
-#: the process ``validation_process`` forked, while its block lasts
-_ACTIVE: dict[str, ValidationProcess] = {}
+#: the process ``side_process`` forked, while its block lasts
+_ACTIVE: dict[str, SideProcess] = {}
 
 
 @contextlib.contextmanager
-def validation_process() -> Iterator[ValidationProcess | None]:
-    """Fork the validation process for the block (if safe); stopped when the block ends,
-    at once when it ends by an error or an interrupt (a validation still running is of
-    a run that is ending)."""
+def side_process() -> Iterator[SideProcess | None]:
+    """Fork the side process for the block (if safe); stopped when the block ends, at
+    once when it ends by an error or an interrupt (work still running there is of a run
+    that is ending)."""
     if _ACTIVE:
         yield _ACTIVE["process"]
         return
@@ -160,7 +180,7 @@ def validation_process() -> Iterator[ValidationProcess | None]:
         return
     from horizonbench.cli.prefect_server import mark
 
-    mark("validation process forked")
+    mark("side process forked")
     _ACTIVE["process"] = proc
     failed = False
     try:
@@ -174,41 +194,52 @@ def validation_process() -> Iterator[ValidationProcess | None]:
 
 
 def check_table(path: str, table: str, suite: Any, run: str) -> dict[str, Any]:
-    """``validation.check_table`` in the validation process when one runs, else here."""
+    """``validation.check_table`` in the side process when one runs, else here."""
+    from horizonbench.tasks.validation import check_table as check_here
+
     proc = _ACTIVE.get("process")
     if proc is None:
-        from horizonbench.tasks.validation import check_table as check_here
-
         return check_here(path, table, suite, run)
-    return proc.call(path, table, suite, run)
+    return proc.call(f"validating {table}", check_here, path, table, suite, run)
+
+
+def offload(fn: Callable[..., Any], *args: Any) -> Future[Any] | None:
+    """``fn(*args)`` started in the side process, or None when there is none (the
+    caller then calls it itself). ``fn`` must be importable by name there."""
+    proc = _ACTIVE.get("process")
+    if proc is None:
+        return None
+    return proc.submit(f"running {fn.__qualname__}", fn, *args)
 
 
 def serve(read_fd: int, write_fd: int) -> None:
     """The child's loop: import, then answer requests until the pipe closes. A failed
-    validation goes back to the command as its exception (its text if it does not
-    pickle)."""
+    call goes back to the command as its exception (its text if it does not pickle)."""
     from multiprocessing.connection import Connection
 
     os.environ.setdefault("TQDM_DISABLE", "1")
-    import great_expectations  # noqa: F401 - the point of this process
+    import great_expectations  # noqa: F401 - its first use is the flow's first validation
 
+    import horizonbench.tasks.validation  # noqa: F401
     from horizonbench.cli.prefect_server import mark
-    from horizonbench.tasks.validation import check_table as check_here
 
     mark("gx imported")
+    import horizonbench.reports.seqbench_parts  # noqa: F401 - matplotlib, for the report
+
+    mark("figures imported")
     recv, send = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     while True:
         try:
-            request = recv.recv()
+            fn, args = recv.recv()
         except (EOFError, OSError):
             return
         try:
-            answer: tuple[bool, Any] = (True, check_here(*request))
+            answer: tuple[bool, Any] = (True, fn(*args))
         except Exception as err:  # noqa: BLE001 - handed to the caller, who raises it
             answer = (False, err)
         try:
             send.send(answer)
         except (OSError, EOFError):
             return
-        except Exception:  # noqa: BLE001 - an exception that does not pickle: its text
+        except Exception:  # noqa: BLE001 - an answer that does not pickle: its text
             send.send((False, RuntimeError(f"{type(answer[1]).__name__}: {answer[1]}")))

@@ -1,6 +1,6 @@
-"""The validation process: forked by the command, Great Expectations only there, every
-validation of the run done there with the same results, errors handed back, and the
-process always reaped."""
+"""The side process: forked by the command, Great Expectations only there, every
+validation of the run done there with the same results, the report's offloaded figures
+the same bytes, errors handed back, and the process always reaped."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ PROBE = """
 import json, os, signal, sys, threading
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq
-from horizonbench.tasks import validation_process as vp
+from horizonbench.tasks import side_process as vp
 
 SUITE = [
     ("ExpectColumnValuesToNotBeNull", {"column": "instance_id"}),
@@ -33,10 +33,10 @@ def table(name, ids):
 good, bad = table("good.parquet", ["a", "b", "c"]), table("bad.parquet", ["a", "a", "c"])
 out = {}
 if scenario == "same":
-    with vp.validation_process() as proc:
+    with vp.side_process() as proc:
         out["forked"] = proc is not None
         there = [vp.check_table(p, "t", SUITE, str(tmp / "forked")) for p in (good, bad)]
-        with vp.validation_process() as again:
+        with vp.side_process() as again:
             out["nested_same"] = again is proc
     out["exit"] = proc.poll()
     out["gx_here"] = "great_expectations" in sys.modules
@@ -45,7 +45,7 @@ if scenario == "same":
     out["docs"] = (tmp / "forked" / "validation" / "data_docs" / "index.html").exists()
 elif scenario == "error":
     (tmp / "empty").mkdir()
-    with vp.validation_process() as proc:
+    with vp.side_process() as proc:
         try:
             vp.check_table(str(tmp / "empty"), "t", SUITE, str(tmp / "run"))
         except Exception as err:
@@ -53,7 +53,7 @@ elif scenario == "error":
         out["after"] = vp.check_table(good, "t", SUITE, str(tmp / "run"))["success"]
     out["exit"] = proc.poll()
 elif scenario == "killed":
-    with vp.validation_process() as proc:
+    with vp.side_process() as proc:
         os.kill(proc.pid, signal.SIGKILL)
         try:
             vp.check_table(good, "t", SUITE, str(tmp / "run"))
@@ -62,7 +62,7 @@ elif scenario == "killed":
     out["exit"] = proc.poll()
 elif scenario == "interrupted":
     try:
-        with vp.validation_process() as proc:
+        with vp.side_process() as proc:
             raise KeyboardInterrupt
     except KeyboardInterrupt:
         out["exit"] = proc.poll()
@@ -71,20 +71,36 @@ elif scenario == "thread":
     other = threading.Thread(target=stop.wait, name="someone-elses")
     other.start()
     out["can_fork"] = vp.can_fork()
-    with vp.validation_process() as proc:
+    with vp.side_process() as proc:
         out["forked"] = proc is not None
         out["success"] = vp.check_table(good, "t", SUITE, str(tmp / "run"))["success"]
     stop.set()
     other.join()
+elif scenario == "report":
+    from horizonbench.tasks.report import build_report
+    run = sys.argv[3]
+    def page():
+        build_report.fn(run, "t", {}, {})
+        return (Path(run) / "report" / "index.html").read_text()
+    here = page()
+    with vp.side_process() as proc:
+        out["forked"] = proc is not None
+        calls = []
+        real = proc.submit
+        proc.submit = lambda what, fn, *args: calls.append(fn.__qualname__) or real(what, fn, *args)
+        there = page()
+    out["offloaded"] = calls
+    out["same"] = here == there
+    out["figures"] = there.count("<svg")
 print(json.dumps(out))
 """
 
 
-def _probe(tmp_path: Path, scenario: str) -> dict:
+def _probe(tmp_path: Path, scenario: str, *extra: str) -> dict:
     """Each scenario in a new interpreter: this one runs pytest's threads, and the
     command forks only while no thread of anybody else's runs."""
     proc = subprocess.run(
-        [PYTHON, "-c", PROBE, str(tmp_path), scenario], capture_output=True, text=True, timeout=300
+        [PYTHON, "-c", PROBE, str(tmp_path), scenario, *extra], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -107,7 +123,7 @@ def test_an_error_of_a_validation_is_raised_in_the_command(tmp_path) -> None:
 
 def test_a_killed_validation_process_is_an_error_naming_the_table(tmp_path) -> None:
     out = _probe(tmp_path, "killed")
-    assert "the validation process stopped while validating t " in out["error"]
+    assert "the side process stopped while validating t " in out["error"]
     assert out["exit"] == -signal.SIGKILL
 
 
@@ -172,3 +188,7 @@ def test_a_run_validates_in_the_forked_process_and_leaves_no_process_behind(tmp_
     validation = tmp_path / "run" / "validation"
     assert json.loads((validation / "instances__maze.json").read_text())["success"]
     assert json.loads((validation / "scores.json").read_text())["success"]
+    # the report's seqBench figures drawn in the side process: the same page
+    report = _probe(tmp_path, "report", str(tmp_path / "run"))
+    assert report["forked"] and report["offloaded"] == ["seqbench_figures"]
+    assert report["same"] and report["figures"] >= 10
