@@ -500,10 +500,9 @@ def _terminate(signum: int, frame: Any) -> None:
 def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) -> None:
     """The command's own start-up work, done while the temporary Prefect server starts
     (a subprocess, on the other core). Every command that generates or simulates
-    validates tables, so it first forks the side process, once pandas, numpy and
-    pyarrow are imported (the child shares them and imports Great Expectations and the
-    report's figure code on whichever core is free: ``tasks.side_process``); then it
-    imports the pipeline
+    validates tables, so it first forks the side process, once the imports both need
+    are done (the child shares them and imports Great Expectations on whichever core is
+    free: ``tasks.side_process``); then it imports the pipeline
     and starts the LocalCluster the generation and world stages share. A small run has
     no cluster: its shards run on this thread (``tasks.cluster.small_run``). The other
     commands never import Great Expectations."""
@@ -514,10 +513,6 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     worlds = cfg.worlds is not None and args.command != "generate" and not dry
     validates = bool(cfg.families) or worlds
     if validates:
-        import numpy  # noqa: F401 - what Great Expectations shares with the command
-        import pandas  # noqa: F401
-        import pyarrow.parquet  # noqa: F401
-
         from horizonbench.tasks.side_process import side_process
 
         forked = stack.enter_context(side_process()) is not None

@@ -5,14 +5,20 @@ A command's own work runs on the one core its interpreter lock lets it use. Impo
 Great Expectations costs about 2 s of CPU and each table's checkpoint and data docs a
 few tenths more, before and during the flow, while the other core is busy starting
 Prefect's temporary server and then idle for most of the flow; the report's figures are
-about three quarters of the flow's own CPU. So the command forks once its imports of
-pandas, numpy and pyarrow are done (the child shares them, copy-on-write: a new
+about three quarters of the flow's own CPU. So the command forks once the imports it
+shares with Great Expectations are done (the child shares them, copy-on-write: a new
 interpreter would import them again, 1-2 s more CPU in all, measured), and the child
-imports Great Expectations, then matplotlib and the figure code, on whichever core is
-free while the command goes on importing Prefect and the stages. Every validation of
+imports Great Expectations on whichever core is free while the command goes on
+importing Prefect and the stages. Every validation of
 the run happens there (``check_table``), so the command never imports Great
 Expectations, and the report draws half its figures there while the command draws the
 other half (``offload``).
+
+What the command imports before it forks (``SHARED_IMPORTS``) is what both need:
+Great Expectations alone costs the child 3.2 s of CPU after pandas, numpy and pyarrow,
+2.0 s once scipy, jinja2, jsonschema and packaging are in too (measured), and the
+command imports all of these anyway; matplotlib and the figure code come along, for the
+child's half of the report.
 
 Forking is safe here because it happens before anything starts a thread that could
 hold a lock the child needs (Prefect, Dask and the log workers start later); with any
@@ -31,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import signal
 import sys
@@ -44,6 +51,19 @@ from typing import Any
 STOP_TIMEOUT_S = 5.0
 #: threads that may run while the command forks: they take no lock the child uses
 FORK_SAFE_THREADS = ("horizonbench-server-watch",)
+#: imported by the command before it forks (see the module's docstring)
+SHARED_IMPORTS = (
+    "numpy",
+    "pandas",
+    "pyarrow.parquet",
+    "scipy.optimize",
+    "scipy.sparse.csgraph",
+    "scipy.special",
+    "jinja2",
+    "jsonschema",
+    "packaging.version",
+    "horizonbench.reports.seqbench_parts",
+)
 
 
 class SideProcess:
@@ -144,7 +164,13 @@ def fork() -> SideProcess | None:
     for stream in (sys.stdout, sys.stderr):  # nothing buffered is written twice
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
+    # the objects of the command's imports out of the child's collections: a full
+    # collection writes to every object it visits, which copies every page of the
+    # shared heap into the child (0.5-0.9 s of its CPU while importing, measured)
+    gc.freeze()
     pid = os.fork()
+    if pid:
+        gc.unfreeze()  # the command collects as before
     if pid == 0:  # the child: never returns into the command's code
         code = 0
         try:
@@ -174,6 +200,10 @@ def side_process() -> Iterator[SideProcess | None]:
     if _ACTIVE:
         yield _ACTIVE["process"]
         return
+    import importlib
+
+    for name in SHARED_IMPORTS:
+        importlib.import_module(name)
     proc = fork()
     if proc is None:
         yield None
@@ -224,9 +254,6 @@ def serve(read_fd: int, write_fd: int) -> None:
     from horizonbench.cli.prefect_server import mark
 
     mark("gx imported")
-    import horizonbench.reports.seqbench_parts  # noqa: F401 - matplotlib, for the report
-
-    mark("figures imported")
     recv, send = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     while True:
         try:
