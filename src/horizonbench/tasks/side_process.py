@@ -22,8 +22,8 @@ child's half of the report.
 
 Forking is safe here because it happens before anything starts a thread that could
 hold a lock the child needs (Prefect, Dask and the log workers start later); with any
-other thread running, with ``HORIZONBENCH_SEQUENTIAL_STARTUP=1`` or without
-``os.fork`` nothing is forked and the command does all of it itself. One request at a
+other thread running, with ``HORIZONBENCH_SEQUENTIAL_STARTUP=1`` or off Linux nothing
+is forked and the command does all of it itself. One request at a
 time, over a pipe of its own (a function and its arguments pickled, by reference, and
 the answer; never stdout, where a library could print); the run's validations share
 one Great Expectations context there, so its data docs list every table of the run.
@@ -140,8 +140,9 @@ class SideProcess:
 
 
 def can_fork() -> bool:
-    """Whether forking now is safe: ``os.fork`` exists and no thread but ours runs."""
-    if not hasattr(os, "fork"):
+    """Whether forking now is safe: on Linux (macOS's system libraries, Accelerate's
+    BLAS among them, are not safe to use in a forked child), and no thread but ours runs."""
+    if not sys.platform.startswith("linux"):
         return False
     others = [t for t in threading.enumerate() if t is not threading.current_thread()]
     return all(t.name in FORK_SAFE_THREADS for t in others)
@@ -174,7 +175,10 @@ def fork() -> SideProcess | None:
     if pid == 0:  # the child: never returns into the command's code
         code = 0
         try:
+            # not the command's handlers: its SIGTERM handler raises KeyboardInterrupt,
+            # which here would print a traceback wherever the child happened to be
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
             _die_with_parent()
             os.close(request_w)
             os.close(answer_r)
