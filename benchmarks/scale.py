@@ -63,28 +63,38 @@ def _config(count: int, folder: Path) -> Path:
 
 
 class TreeSampler:
-    """Peak of the summed RSS of a process and all its descendants."""
+    """Peaks of the summed RSS and the summed PSS of a process and all its descendants.
+
+    RSS counts a page shared by several processes once in each: since the command forks
+    its side process (``tasks/side_process.py``) after its imports, the pages they share
+    copy-on-write (a few hundred MiB of modules) are counted twice in the summed RSS.
+    PSS splits each shared page among its sharers, so the summed PSS is the tree's real
+    footprint; the goal is judged on it, and both are printed."""
 
     def __init__(self, pid: int, every: float = 0.1) -> None:
         self.root = psutil.Process(pid)
         self.every = every
         self.peak = 0
+        self.peak_pss = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            total = 0
+            total = pss = 0
             try:
                 procs = [self.root, *self.root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 return
             for p in procs:
                 try:
-                    total += p.memory_info().rss
+                    info = p.memory_full_info()
                 except psutil.Error:
-                    pass
+                    continue
+                total += info.rss
+                pss += getattr(info, "pss", info.rss)
             self.peak = max(self.peak, total)
+            self.peak_pss = max(self.peak_pss, pss)
             self._stop.wait(self.every)
 
     def __enter__(self) -> TreeSampler:
@@ -116,7 +126,8 @@ def peak_memory(count: int, folder: Path) -> dict[str, Any]:
     size = sum(p.stat().st_size for p in parts)
     return {
         "count": count,
-        "peak_mib": sampler.peak / 2**20,
+        "peak_rss_mib": sampler.peak / 2**20,
+        "peak_mib": sampler.peak_pss / 2**20,
         "wall_s": wall,
         "parts": len(parts),
         "table_mib": size / 2**20,
@@ -194,11 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     base = mem[0]
     print()
     print("Generation at scale: 40x40 mazes, B = 2 (horizonbench generate, 2 workers)")
-    heads = (("instances", 10), ("peak tree MiB", 15), ("x memory", 10), ("x count", 9), ("wall s", 9))
-    print("".join(f"{h:>{w}}" for h, w in heads) + f"{'parts':>7}{'table MiB':>11}")
+    heads = (("instances", 10), ("peak tree PSS MiB", 19), ("RSS MiB", 9), ("x memory", 10), ("x count", 9))
+    print("".join(f"{h:>{w}}" for h, w in heads) + f"{'wall s':>9}{'parts':>7}{'table MiB':>11}")
     for m in mem:
         print(
-            f"{m['count']:>10,}{m['peak_mib']:>15,.0f}{m['peak_mib'] / base['peak_mib']:>10.2f}"
+            f"{m['count']:>10,}{m['peak_mib']:>19,.0f}{m['peak_rss_mib']:>9,.0f}"
+            f"{m['peak_mib'] / base['peak_mib']:>10.2f}"
             f"{m['count'] / base['count']:>9.0f}{m['wall_s']:>9.1f}{m['parts']:>7}{m['table_mib']:>11.1f}"
             + ("" if m["ok"] else "  FAILED")
         )

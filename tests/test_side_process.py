@@ -192,3 +192,34 @@ def test_a_run_validates_in_the_forked_process_and_leaves_no_process_behind(tmp_
     report = _probe(tmp_path, "report", str(tmp_path / "run"))
     assert report["forked"] and report["offloaded"] == ["seqbench_figures"]
     assert report["same"] and report["figures"] >= 10
+
+
+LARGE_PROBE = """
+import argparse, contextlib, json, sys
+from horizonbench.cli.main import _warm_up
+from horizonbench.schemas.config import parse_config
+from horizonbench.tasks import side_process
+cfg = parse_config({
+    "run": {"name": "large", "seed": 1},
+    "families": {"maze": {"params": {"grid_rows": 5, "grid_cols": 5, "num_keys": 1},
+                          "sampling": {"count": int(sys.argv[1])}}},
+    "dask": {"n_workers": 1},
+}, "probe")
+with contextlib.ExitStack() as stack:
+    _warm_up(argparse.Namespace(command="generate", dry_run=False), cfg, stack)
+    out = {"forked": bool(side_process._ACTIVE), "gx_here": "great_expectations" in sys.modules}
+print(json.dumps(out))
+"""
+
+
+def test_only_a_small_run_forks_a_larger_one_keeps_great_expectations_here() -> None:
+    """The side process is for the start-up a user waits for; a larger run keeps its
+    memory (about 200 MiB less for the process tree) and imports Great Expectations."""
+    outs = []
+    for count in (10, 101):
+        proc = subprocess.run(
+            [PYTHON, "-c", LARGE_PROBE, str(count)], capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        outs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert outs == [{"forked": True, "gx_here": False}, {"forked": False, "gx_here": True}]

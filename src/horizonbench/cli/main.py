@@ -17,6 +17,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -499,39 +500,55 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) -> None:
     """The command's own start-up work, done while the temporary Prefect server starts
-    (a subprocess, on the other core). Every command that generates or simulates
-    validates tables, so it first forks the side process, once the imports both need
-    are done (the child shares them and imports Great Expectations on whichever core is
-    free: ``tasks.side_process``); then it imports the pipeline
-    and starts the LocalCluster the generation and world stages share. A small run has
-    no cluster: its shards run on this thread (``tasks.cluster.small_run``). The other
-    commands never import Great Expectations."""
+    (a subprocess, on the other core): import the pipeline, start the LocalCluster the
+    generation and world stages share, and ready Great Expectations (every command that
+    generates or simulates validates tables; the other commands never import it).
+
+    A small run (``tasks.cluster.small_run``) is the one whose start-up the user waits
+    for: it has no cluster (its shards run on this thread), and it first forks the side
+    process once the imports both need are done (``tasks.side_process``: the child
+    imports Great Expectations on whichever core is free, validates every table and
+    draws half the report's figures). A larger run keeps Great Expectations here,
+    imported in a thread while its worker processes start: its start-up is a small
+    part of its time, and the side process would add about 200 MiB to the memory of the
+    process tree (measured), which a run of a million instances keeps under 1.5 GB."""
     from horizonbench.cli.prefect_server import mark
+    from horizonbench.tasks.cluster import small_run
 
     dry = getattr(args, "dry_run", False)
     # the world study (run or demo, not a dry run) simulates on Dask and validates too
     worlds = cfg.worlds is not None and args.command != "generate" and not dry
     validates = bool(cfg.families) or worlds
-    if validates:
+    inline = small_run(cfg)
+    forked = False
+    if validates and inline:
         from horizonbench.tasks.side_process import side_process
 
         forked = stack.enter_context(side_process()) is not None
     import horizonbench.flows.pipeline  # noqa: F401 - prefect, pandas, the stages
 
-    if validates:
-        from horizonbench.tasks.cluster import shared_cluster, small_run
-
-        inline = small_run(cfg)
-        if not inline:
-            import distributed  # noqa: F401
+    if not validates:
         mark("imports done")
+        return
+    from horizonbench.tasks.cluster import shared_cluster
+
+    if not inline:
+        import distributed  # noqa: F401 - before another thread imports anything
+    mark("imports done")
+    gx = None
+    if not forked:
+        # Great Expectations (2 s; its first use is the first validation) imports in a
+        # thread while the cluster starts, which is mostly waiting for the worker
+        # processes; joined before the flow starts, so no other import runs beside it
+        gx = threading.Thread(target=_import_gx, name="import-great-expectations", daemon=True)
+        gx.start()
+    try:
         stack.enter_context(shared_cluster(cfg.dask, tuple(cfg.families), in_process=inline))
         mark("cluster ready")
-        if not forked:  # validated here: its first use is the flow's first validation
-            _import_gx()
+    finally:
+        if gx is not None:
+            gx.join()
             mark("gx imported")
-    else:
-        mark("imports done")
 
 
 def _import_gx() -> None:
