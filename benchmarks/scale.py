@@ -176,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller counts")
     ap.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     ap.add_argument("--counts", metavar="N,N,...", help="instance counts (e.g. 1000000: about 15 min idle)")
+    ap.add_argument(
+        "--speedup-count", type=int, default=None, help="instances of the 1 -> 2 worker runs (default 4,000)"
+    )
     args = ap.parse_args(argv)
     counts = [1_000, 3_000, 6_000] if args.quick else [5_000, 20_000, 100_000]
     if args.counts:
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             _log(f"generate {n:,} 40x40 mazes, sampling the process tree's memory")
             result["memory"].append(peak_memory(n, folder))
         _log("1 -> 2 workers")
-        result["speedup"] = speedup(1_000 if args.quick else 4_000, folder)
+        result["speedup"] = speedup(args.speedup_count or (1_000 if args.quick else 4_000), folder)
     mem = result["memory"]
     xs, ys = [m["count"] for m in mem], [m["peak_mib"] for m in mem]
     if len(mem) > 1:

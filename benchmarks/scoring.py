@@ -230,13 +230,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="smaller counts, for a smoke run")
     ap.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     ap.add_argument("--repeat", type=int, default=3, help="runs per measure (median reported)")
+    ap.add_argument(
+        "--instances",
+        type=int,
+        default=4_000,
+        help="instances of the cluster runs (6 attempts each; default 4,000: 24,000 attempts)",
+    )
     args = ap.parse_args(argv)
 
     import horizonbench.tasks.progress as progress
 
     progress.ENABLED["value"] = False
     reps = max(1, args.repeat)
-    n_small, n_big = (60, 400) if args.quick else (300, 4_000)
+    n_small, n_big = (60, 400) if args.quick else (300, args.instances)
     results: dict[str, Any] = {"quick": args.quick, "repeat": reps, "goal_per_cpu_s": GOAL}
     with tempfile.TemporaryDirectory(prefix="hb-scoring-") as tmp:
         small, big = Path(tmp) / "small", Path(tmp) / "big"

@@ -575,3 +575,18 @@ def test_a_real_run_leaves_no_server_behind(tmp_path) -> None:
     while _port_open(port) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _port_open(port)
+
+
+def test_a_cluster_closes_with_its_workers_heartbeats_stopped_first() -> None:
+    """``_stop_heartbeat`` (run on every worker before a normal close) stops the
+    heartbeat whose race with the closing scheduler logged a traceback."""
+    from horizonbench.schemas.config import DaskSpec
+    from horizonbench.tasks.cluster import _stop_heartbeat, dask_client
+
+    def running(dask_worker) -> bool:
+        return dask_worker.periodic_callbacks["heartbeat"].is_running()
+
+    with dask_client(DaskSpec(n_workers=1, processes=False)) as client:
+        assert all(client.run(running).values())
+        client.run(_stop_heartbeat)
+        assert not any(client.run(running).values())

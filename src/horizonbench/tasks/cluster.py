@@ -212,12 +212,35 @@ def shared_cluster(
     _SHARED[key] = cluster
     try:
         yield cluster
-    finally:
+    except BaseException:
         _SHARED.pop(key, None)
         for fut in warming:
             fut.cancel()
-        client.close()
-        cluster.close()
+        _close(client, cluster, quietly=False)
+        raise
+    _SHARED.pop(key, None)
+    _close(client, cluster)
+
+
+def _stop_heartbeat(dask_worker: Any) -> None:
+    """Run on a worker before its cluster closes (see ``_close``)."""
+    dask_worker.periodic_callbacks["heartbeat"].stop()
+
+
+def _close(client: Any, cluster: Any, quietly: bool = True) -> None:
+    """Close our LocalCluster. ``quietly`` (a stage that ended normally): the workers'
+    heartbeats are stopped first. The scheduler closes its connections before the
+    workers it tells to close, and a heartbeat in between is logged by the worker as an
+    error with a traceback ("Failed to communicate with scheduler during heartbeat"),
+    seen on a loaded machine at the end of a world study. Not after an error or an
+    interrupt: a worker that is gone would hold the command up."""
+    if quietly:
+        try:
+            client.run(_stop_heartbeat)
+        except Exception:  # noqa: BLE001 - closing regardless
+            pass
+    client.close()
+    cluster.close()
 
 
 @contextlib.contextmanager
@@ -246,9 +269,10 @@ def dask_client(spec: DaskSpec) -> Iterator[object]:
     client = Client(cluster)
     try:
         yield client
-    finally:
-        client.close()
-        cluster.close()
+    except BaseException:
+        _close(client, cluster, quietly=False)
+        raise
+    _close(client, cluster)
 
 
 #: how long a scheduler may take to answer before ``--dask-address`` is called unreachable
