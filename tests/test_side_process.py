@@ -223,3 +223,68 @@ def test_only_a_small_run_forks_a_larger_one_keeps_great_expectations_here() -> 
         assert proc.returncode == 0, proc.stderr[-3000:]
         outs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert outs == [{"forked": True, "gx_here": False}, {"forked": False, "gx_here": True}]
+
+
+HOLD_PROBE = """
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # KeyboardInterrupt, as in a terminal
+from horizonbench.tasks import side_process as vp
+with vp.side_process() as proc:
+    if sys.argv[1:] == ["busy"]:  # the child in the middle of a call, not reading its pipe
+        proc.submit("sleeping", time.sleep, 60)
+    print(proc.pid, flush=True)
+    time.sleep(60)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _hold(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [PYTHON, "-c", HOLD_PROBE, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    assert _alive(child)
+    return proc, child
+
+
+def _gone(pid: int, within: float = 15.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_ctrl_c_reaches_the_group_and_the_side_process_goes_quietly(tmp_path) -> None:
+    """SIGINT to the whole process group, as a terminal sends it: the child ignores it,
+    the command stops it on the way out, and nothing prints a traceback."""
+    proc, child = _hold(tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0  # the probe's own KeyboardInterrupt
+    assert _gone(child)
+    assert err.count("Traceback") == 1 and "KeyboardInterrupt" in err  # the probe's, not the child's
+
+
+def test_the_side_process_dies_with_a_killed_command(tmp_path) -> None:
+    """Killed while the child is busy (an idle one would read the end of its pipe): the
+    kernel sends it SIGTERM (PR_SET_PDEATHSIG); without that it would sleep on."""
+    proc, child = _hold(tmp_path, "busy")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=30)
+    assert _gone(child)
