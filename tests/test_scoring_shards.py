@@ -26,6 +26,7 @@ from horizonbench.tasks.score_shards import (
     MAX_SEGMENTS,
     AttemptLayout,
     InstanceIndex,
+    Lanes,
     ShardSizer,
     episode_cuts,
     score_rows,
@@ -313,6 +314,86 @@ def test_the_evaluate_order_is_a_few_segments_and_shards_hold_all_answers_to_the
         }
         assert got == {k for _, start, stop in shard.slices for k in keys[start:stop]}
     assert (seen == 1).all()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_lanes_give_every_row_to_one_shard_and_their_pieces_in_order_are_the_table(
+    run: Path, data: st.DataObject
+) -> None:
+    """The cluster's bookkeeping (``Lanes``), driven in any order: workers asking for
+    shards in turn, of any size, taking over each other's ranges. Every row goes to
+    exactly one shard, and the rows of each (segment, piece), appended as the lane cut
+    them and written in (segment, piece) order, are the table's rows in order: what
+    ``score_table`` writes. Both layouts: all answers to an instance a shard, and
+    consecutive rows (which never cut a rollout episode)."""
+    grouped = data.draw(st.booleans(), label="grouped")
+    layout = _layout(run / ATTEMPTS_REL, run, MAX_SEGMENTS if grouped else 1)
+    assert layout.grouped == grouped
+    workers = data.draw(st.integers(1, 4), label="workers")
+    ranges = Lanes(layout, [f"w{i}" for i in range(workers)])
+    least = data.draw(st.integers(1, 50), label="least")
+    sinks: dict[tuple[int, int], list[int]] = {}
+    live = list(ranges.lanes)
+    while live:
+        lane = data.draw(st.sampled_from(live), label="asks")
+        got = ranges.next(lane, lambda left: least if left == 0 else data.draw(st.integers(1, 150)))
+        if got is None:
+            live.remove(lane)
+            continue
+        shard, piece = got
+        for segment, start, stop in shard.slices:
+            sinks.setdefault((segment, piece), []).extend(range(start, stop))
+    assert [r for key in sorted(sinks) for r in sinks[key]] == list(range(layout.rows))
+    if not grouped and layout.cuts is not None:  # no piece starts inside an episode
+        assert not any(layout.cuts[piece] for _, piece in sinks)
+
+
+def test_a_lane_whose_range_is_done_takes_over_half_of_the_largest(run: Path) -> None:
+    layout = _layout(run / ATTEMPTS_REL, run)
+    ranges = Lanes(layout, ["a", "b"])
+    a, b = ranges.lanes
+    assert a.end == b.at and abs(ranges.left(a) - ranges.left(b)) <= layout.rows // 10
+    b_end, before = b.end, ranges.left(b)
+    while a.at < a.end:
+        assert ranges.next(a, lambda left: 40) is not None
+    shard, piece = ranges.next(a, lambda left: 40)  # type: ignore[misc]
+    assert piece == a.piece == b.end and a.end == b_end  # the back half of b's range
+    assert ranges.left(b) == pytest.approx(before / 2, abs=layout.rows // 10)
+    assert shard.slices and shard.slices[0][1] >= layout.segments[0][0]
+
+
+def test_two_workers_decode_different_row_groups(tmp_path: Path, run: Path) -> None:
+    """On a cluster each worker scores a range of the table: the attempts' row groups
+    are decoded by one worker each, except where two ranges meet (before the lanes, the
+    shards went to whichever worker was free and both decoded nearly every group)."""
+    from distributed import Client, LocalCluster
+
+    import horizonbench.tasks.score_shards as shards
+
+    want = score(run, "decode-in-process", shard_rows=40)
+    other = tmp_path / "attempts.parquet"
+    pq.write_table(pq.read_table(run / ATTEMPTS_REL), other, row_group_size=10)
+    groups = pq.ParquetFile(other).metadata.num_row_groups
+    assert groups > 50
+
+    def decoded() -> dict[int, int]:
+        return {g: n for (path, g), n in shards.DECODED.items() if path == str(other)}
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
+        dest = tmp_path / "scores.parquet"
+        score_table(other, folders(run), dest, client, shard_rows=40)
+        assert dest.read_bytes() == want
+        per_worker = client.run(decoded)
+    assert len(per_worker) == 2
+    seen = [set(d) for d in per_worker.values()]
+    assert seen[0] | seen[1] == set(range(groups))
+    # five segments, each cut where the two ranges meet and where a lane took over
+    # (measured 9 of 84 groups; 33 with the lanes' tasks free to go to either worker)
+    assert len(seen[0] & seen[1]) <= groups // 5
 
 
 def _reordered(run: Path, dest: Path, rows: list[dict], data: Any) -> Path:

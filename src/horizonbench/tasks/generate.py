@@ -5,6 +5,7 @@ finished come from the shard cache (``tasks.shard_cache``) instead of the cluste
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections import deque
 from collections.abc import Callable
@@ -26,6 +27,13 @@ from horizonbench.tasks.layout import instances_rel
 from horizonbench.tasks.shard_cache import CachedShard, FamilyShards, ShardCache, cache_settings
 from horizonbench.tasks.storage import staged
 from horizonbench.tasks.table_parts import PartWriter
+
+#: shards a family's sampler may hold per slot of its window: results that arrived
+#: before their turn wait in the queue without taking a slot (bounded, since each is a
+#: table of rows on its worker)
+HELD_PER_SLOT = 4
+#: the sizer's estimate is the median of this many recent shards' cost per candidate
+RECENT_SHARDS = 5
 
 
 @dataclass
@@ -71,11 +79,16 @@ class ShardSizer:
         self.workers = max(1, workers)
         self.target = target_seconds
         self.per_candidate: float | None = None
+        self._recent: deque[float] = deque(maxlen=RECENT_SHARDS)
 
     def observe(self, candidates: int, cpu_seconds: float) -> None:
+        """Learn from a finished shard. The median of the last few shards, not a running
+        mean: a worker's first shard can cost ten times the others (pyarrow imports
+        pandas the first time it converts rows; measured 6.4 ms a candidate against 0.7),
+        and a mean would shrink the next several shards for it."""
         if candidates:
-            rate = max(cpu_seconds, 1e-6) / candidates
-            self.per_candidate = rate if self.per_candidate is None else 0.5 * (self.per_candidate + rate)
+            self._recent.append(max(cpu_seconds, 1e-6) / candidates)
+            self.per_candidate = statistics.median(self._recent)
 
     def _need(self, kept: int, considered: int, in_flight: int) -> float:
         """Candidates still needed at the keep rate seen so far, beyond those in flight."""
@@ -311,12 +324,24 @@ def sample_family(
                 if (it is head and _finished(it.fut)) or _status(it.fut) == "finished":
                     receive(it)
             if head.batch is None:
-                running = [it.fut for it in queue if isinstance(it, _Fresh) and not _finished(it.fut)]
                 from distributed import wait
 
-                wait(running, return_when="FIRST_COMPLETED")
+                wait(running(), return_when="FIRST_COMPLETED")
         assert head.batch is not None
         return head.batch
+
+    def running() -> list[Any]:
+        """The futures of the shards still being generated (a finished one, waiting for
+        its turn, holds no slot of the window)."""
+        return [
+            it.fut for it in queue if isinstance(it, _Fresh) and it.batch is None and not _finished(it.fut)
+        ]
+
+    def store_arrived() -> None:
+        """Store every result that has arrived (the cache keeps finished work at once)."""
+        for it in queue:
+            if isinstance(it, _Fresh) and it.batch is None and _status(it.fut) == "finished":
+                receive(it)
 
     def salvage(budget_s: float = 2.0) -> None:
         """On the way out (done, Ctrl-C, crash): store results that arrived but were
@@ -339,7 +364,8 @@ def sample_family(
         try:
             while not selector.done and (queue or cursor < limit):
                 while (
-                    len(queue) < window
+                    len(queue) < window * HELD_PER_SLOT
+                    and len(running()) < window
                     and cursor < limit
                     and not sizer.covered(selector.kept, selector.considered, pending)
                 ):
@@ -348,6 +374,16 @@ def sample_family(
                     pending += item.stop - item.start
                     cursor = item.stop
                 head = queue[0]
+                if isinstance(head, _Fresh) and head.batch is None and not _finished(head.fut):
+                    # the head is still running: wait for any shard, then send the next one
+                    # before the head's turn, so a worker that finished is never left idle
+                    # behind a slower one (results that came early wait here, not a slot)
+                    from distributed import wait
+
+                    wait(running(), return_when="FIRST_COMPLETED")
+                    if shards is not None:
+                        store_arrived()
+                    continue
                 before = selector.kept
                 if isinstance(head, _Fresh):
                     batch = await_head(head)

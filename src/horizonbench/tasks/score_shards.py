@@ -20,9 +20,9 @@ import gc
 import os
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -348,6 +348,9 @@ class ShardSource:
 
 _GROUPS: OrderedDict[tuple[FileRef, int, tuple[str, ...]], pa.Table] = OrderedDict()
 _GROUPS_LOCK = threading.Lock()
+#: how many times this process decoded each (file, row group): what the workers' lanes
+#: keep apart (read by the tests; a few dozen entries a run)
+DECODED: Counter[tuple[str, int]] = Counter()
 
 
 def read_group(ref: FileRef, group: int, columns: tuple[str, ...]) -> pa.Table:
@@ -363,6 +366,7 @@ def read_group(ref: FileRef, group: int, columns: tuple[str, ...]) -> pa.Table:
     with pq.ParquetFile(ref.path) as pf:
         table = pf.read_row_group(group, columns=list(columns), use_threads=False)
     with _GROUPS_LOCK:
+        DECODED[(ref.path, group)] += 1
         _GROUPS[key] = table
         total = sum(t.nbytes for t in _GROUPS.values())
         while len(_GROUPS) > 1 and total > GROUP_CACHE_BYTES:
@@ -553,11 +557,15 @@ class ShardSizer:
         self.target = target_seconds
         self.workers = workers
         self.per_attempt: float | None = None
+        self._recent: deque[float] = deque(maxlen=5)
 
     def observe(self, attempts: int, cpu_seconds: float) -> None:
+        """Learn from a scored shard: the median of the last five shards' cost per
+        attempt (a worker's first shard, paying its first calls, does not shrink the
+        next ones as a running mean would)."""
         if attempts:
-            rate = max(cpu_seconds, 1e-6) / attempts
-            self.per_attempt = rate if self.per_attempt is None else 0.5 * (self.per_attempt + rate)
+            self._recent.append(max(cpu_seconds, 1e-6) / attempts)
+            self.per_attempt = float(np.median(self._recent))
 
     def next(self, remaining: int | None = None) -> int:
         """The next shard's attempts, ``remaining`` being the attempts not yet cut."""
@@ -636,6 +644,12 @@ class AttemptLayout:
             list(zip(starts.tolist(), stops.tolist(), strict=True)) if self.grouped else [(0, self.rows)]
         )
         self.cuts = None if self.grouped else episode_cuts(pf)
+        if self.grouped:
+            self._counts = np.bincount(self.keys, minlength=int(self.offsets[-1]))
+            self._cum = np.concatenate([[0], np.cumsum(self._counts)]).astype(np.int64)
+            self._seg_keys = [self.keys[a:b] for a, b in self.segments]
+        else:
+            self._cum = np.arange(self.rows + 1, dtype=np.int64)
 
     def _instances(self, keys: np.ndarray) -> tuple[tuple[str, np.ndarray], ...]:
         """Distinct ascending ``keys`` as (label, positions)."""
@@ -645,82 +659,109 @@ class AttemptLayout:
             out.append((self.labels[int(g)], keys[label_of == g] - self.offsets[g]))
         return tuple(out)
 
-    def shards(self, sizer: ShardSizer) -> Iterator[Shard]:
-        """The shards, each of about ``sizer.next()`` attempts (asked as each is cut)."""
-        if not self.rows:
-            return
-        if not self.grouped:
-            yield from self._consecutive(sizer)
-            return
-        counts = np.bincount(self.keys, minlength=int(self.offsets[-1]))
-        cum = np.concatenate([[0], np.cumsum(counts)])
-        seg_keys = [self.keys[a:b] for a, b in self.segments]
-        a = 0
-        while cum[a] < self.rows:
-            b = int(np.searchsorted(cum, cum[a] + sizer.next(self.rows - int(cum[a])), side="left"))
-            b = min(max(b, a + 1), len(counts))
+    # Shards are cut from a line of positions: instance keys for a grouped table (a
+    # shard takes every row of the keys it covers), rows otherwise. ``_cum[p]`` is the
+    # number of attempts before position p.
+
+    @property
+    def span(self) -> int:
+        """The number of positions (a shard covers positions ``[a, b)``)."""
+        return len(self._cum) - 1
+
+    def attempts_between(self, a: int, b: int) -> int:
+        return int(self._cum[b] - self._cum[a])
+
+    def legal(self, p: int) -> int:
+        """The first position at or after ``p`` where a shard may start (never inside a
+        rollout episode)."""
+        if self.grouped or self.cuts is None:
+            return p
+        while p < self.rows and self.cuts[p]:
+            p += 1
+        return p
+
+    def cut(self, a: int, n: int, end: int) -> tuple[Shard, int]:
+        """The shard of about ``n`` attempts from position ``a`` (never past ``end``, a
+        legal position), and the position after it."""
+        if self.grouped:
+            b = int(np.searchsorted(self._cum, self._cum[a] + n, side="left"))
+            b = min(max(b, a + 1), end)
             slices = []
-            for s, ((start, _), keys) in enumerate(zip(self.segments, seg_keys, strict=True)):
+            for s, ((start, _), keys) in enumerate(zip(self.segments, self._seg_keys, strict=True)):
                 lo, hi = np.searchsorted(keys, [a, b], side="left").tolist()
                 if hi > lo:
                     slices.append((s, start + lo, start + hi))
-            yield Shard(tuple(slices), self._instances(np.flatnonzero(counts[a:b]) + a))
-            a = b
+            return Shard(tuple(slices), self._instances(np.flatnonzero(self._counts[a:b]) + a)), b
+        b = min(end, self.legal(min(end, a + max(1, n))))
+        return Shard(((0, a, b),), self._instances(np.unique(self.keys[a:b]))), b
 
-    def _consecutive(self, sizer: ShardSizer) -> Iterator[Shard]:
-        start = 0
-        while start < self.rows:
-            end = min(self.rows, start + max(1, sizer.next(self.rows - start)))
-            if self.cuts is not None:
-                while end < self.rows and self.cuts[end]:
-                    end += 1
-            yield Shard(((0, start, end),), self._instances(np.unique(self.keys[start:end])))
-            start = end
+    def shards(self, sizer: ShardSizer) -> Iterator[Shard]:
+        """The shards, each of about ``sizer.next()`` attempts (asked as each is cut)."""
+        a = 0
+        while (left := self.attempts_between(a, self.span)) > 0:
+            shard, a = self.cut(a, sizer.next(left), self.span)
+            yield shard
+
+    def position(self, attempts: int) -> int:
+        """The first legal position with at least ``attempts`` attempts before it."""
+        return min(self.span, self.legal(int(np.searchsorted(self._cum, attempts, side="left"))))
+
+    def split(self, a: int, end: int) -> int | None:
+        """A legal position about halfway through the attempts of ``[a, end)``, strictly
+        inside it, or None."""
+        mid = self.position(int(self._cum[a] + (self._cum[end] - self._cum[a]) // 2))
+        return mid if a < mid < end else None
 
 
 class _Sinks:
-    """The score rows of each segment, written in segment order: the first segment's
-    straight into the table, the others' spooled to Arrow IPC files beside it (row
-    order within a segment is shard order) and copied in at ``close``. So the client
-    holds no more than a shard's rows, whatever the number of segments."""
+    """The score rows of each (segment, piece), written in that order at ``close``: a
+    piece is a run of positions scored in order (the whole line in-process, a worker's
+    range on a cluster; see :func:`score_table`). The rows of piece (0, 0), first in
+    the table whatever happens, go straight into the table; the others are spooled to
+    Arrow IPC files beside it and copied in at ``close``. So the client holds no more
+    than a shard's rows, whatever the number of segments and pieces."""
 
     _SPOOL = pa.ipc.IpcWriteOptions(compression="lz4")
 
-    def __init__(self, writer: TableWriter, dest: Path, segments: int) -> None:
+    def __init__(self, writer: TableWriter, dest: Path) -> None:
         self.writer = writer
-        self.paths = [dest.with_name(f".{dest.name}.{os.getpid()}.seg{s}.arrows") for s in range(segments)]
-        self._spools: dict[int, pa.ipc.RecordBatchStreamWriter] = {}
-        self._files: dict[int, Any] = {}
+        self.dest = dest
+        self.paths: dict[tuple[int, int], Path] = {}
+        self._spools: dict[tuple[int, int], pa.ipc.RecordBatchStreamWriter] = {}
+        self._files: dict[tuple[int, int], Any] = {}
 
-    def write(self, segment: int, table: pa.Table) -> None:
+    def write(self, segment: int, piece: int, table: pa.Table) -> None:
         if not table.num_rows:
             return
-        if segment == 0:
+        key = (segment, piece)
+        if key == (0, 0):
             self.writer.write(table)
             return
-        spool = self._spools.get(segment)
+        spool = self._spools.get(key)
         if spool is None:
-            self._files[segment] = pa.OSFile(str(self.paths[segment]), "wb")
-            spool = self._spools[segment] = pa.ipc.new_stream(
-                self._files[segment], table.schema, options=self._SPOOL
+            path = self.paths[key] = self.dest.with_name(
+                f".{self.dest.name}.{os.getpid()}.seg{segment}-{piece}.arrows"
             )
+            self._files[key] = pa.OSFile(str(path), "wb")
+            spool = self._spools[key] = pa.ipc.new_stream(self._files[key], table.schema, options=self._SPOOL)
         spool.write_table(table)
 
     def close(self) -> None:
-        for segment in sorted(self._spools):
-            self._spools.pop(segment).close()
-            self._files.pop(segment).close()
-            with pa.memory_map(str(self.paths[segment])) as source, pa.ipc.open_stream(source) as reader:
+        for key in sorted(self._spools):
+            self._spools.pop(key).close()
+            self._files.pop(key).close()
+            with pa.memory_map(str(self.paths[key])) as source, pa.ipc.open_stream(source) as reader:
                 for batch in reader:
                     self.writer.write(pa.Table.from_batches([batch]))
-            self.paths[segment].unlink()
+            self.paths.pop(key).unlink()
 
     def abort(self) -> None:
-        for segment in list(self._spools):
-            self._spools.pop(segment).close()
-            self._files.pop(segment).close()
-        for path in self.paths:
+        for key in list(self._spools):
+            self._spools.pop(key).close()
+            self._files.pop(key).close()
+        for path in self.paths.values():
             path.unlink(missing_ok=True)
+        self.paths.clear()
 
 
 def scores_writer(dest: Path, row_group_rows: int = SCORE_ROW_GROUP) -> TableWriter:
@@ -766,6 +807,65 @@ def _release(client: Any) -> None:
             client.run(release_groups)
 
 
+@dataclass
+class Lane:
+    """One worker's range of positions ``[at, end)``, cut into shards in order. ``piece``
+    is where the lane's current run of positions began: its rows' place in the table
+    (a lane that takes over half of another's range starts a new piece)."""
+
+    worker: str | None
+    at: int
+    end: int
+    piece: int
+    inflight: deque[tuple[Shard, ShardSource, Any, int]] = field(default_factory=deque)
+
+
+class Lanes:
+    """The table's positions split into contiguous ranges of about equal attempts, one
+    per worker, each cut into shards in order; a lane whose range is done takes over
+    the back half of the largest range not yet cut (if that holds at least two more
+    shards), so the workers end together. Pure bookkeeping: every position goes to
+    exactly one shard, and the rows of each (segment, piece), written in that order,
+    are the table's order."""
+
+    def __init__(self, layout: AttemptLayout, workers: Sequence[str | None]) -> None:
+        self.layout = layout
+        total = layout.attempts_between(0, layout.span)
+        bounds = [0]
+        for i in range(1, len(workers)):
+            bounds.append(max(bounds[-1], layout.position(total * i // len(workers))))
+        bounds.append(layout.span)
+        self.lanes = [Lane(w, a, b, a) for w, a, b in zip(workers, bounds[:-1], bounds[1:], strict=True)]
+
+    def left(self, lane: Lane) -> int:
+        """Attempts of ``lane`` not yet cut into shards."""
+        return self.layout.attempts_between(lane.at, lane.end)
+
+    def _steal(self, lane: Lane, least: int) -> bool:
+        victim = max(self.lanes, key=self.left)
+        if self.left(victim) < 2 * least:
+            return False
+        mid = self.layout.split(victim.at, victim.end)
+        if mid is None:
+            return False
+        lane.at, lane.end, lane.piece = mid, victim.end, mid
+        victim.end = mid
+        return True
+
+    def uncut(self) -> int:
+        """Attempts of the whole table not yet cut into shards."""
+        return sum(self.left(lane) for lane in self.lanes)
+
+    def next(self, lane: Lane, size: Callable[[int], int]) -> tuple[Shard, int] | None:
+        """``lane``'s next shard, of ``size(attempts of the table not yet cut)``
+        attempts, and its piece; None when no range has two shards' worth (``size(0)``
+        each) left to share."""
+        if self.left(lane) == 0 and not self._steal(lane, max(1, size(0))):
+            return None
+        shard, lane.at = self.layout.cut(lane.at, size(self.uncut()), lane.end)
+        return shard, lane.piece
+
+
 def score_table(
     attempts_path: Path,
     instance_folders: Mapping[str, Path],
@@ -779,15 +879,23 @@ def score_table(
     """Score every attempt of ``attempts_path`` into the scores table ``dest``; returns
     its row count. ``instance_folders``: each family label's instance table folder.
 
-    With a Dask ``client`` up to ``window`` shards are in flight and their results are
-    written in shard order as they come; without one each shard is scored here, by the
-    same function, giving the same bytes. A worker reads its shard's rows from the files
-    itself (:func:`score_source`); if it does not see them (a scheduler on other
-    machines) the client reads and ships them (:func:`score_shard`), same bytes again.
-    ``shard_rows`` fixes the shard size (default: about half a second of worker CPU,
-    less at the end). Shards hold all answers to their instances (see
-    :class:`AttemptLayout`) unless the table's order has more than ``max_segments``
-    rising runs.
+    Without a Dask ``client`` each shard is scored here, in order. With one, each
+    worker gets a contiguous range of the table (:class:`Lanes`) and scores it in order, up
+    to ``window`` shards in flight (default three per thread of the worker): so no two
+    workers decode the same row groups of the files (measured 0.15 s of CPU on 24,000
+    attempts when shards went to whichever worker was free), and on a cluster of
+    several machines each reads its own part of the files. A worker whose range is
+    done takes over the back half of the largest range not yet cut, so all end
+    together; the tasks only prefer their worker (another one takes them if it
+    leaves). Each range's rows are written to its place in the table, so the bytes are
+    those of the in-process run whatever the number of workers.
+
+    A worker reads its shard's rows from the files itself (:func:`score_source`); if it
+    does not see them (a scheduler on other machines) the client reads and ships them
+    (:func:`score_shard`), same bytes again. ``shard_rows`` fixes the shard size
+    (default: about half a second of worker CPU, less at the end of a range). Shards
+    hold all answers to their instances (see :class:`AttemptLayout`) unless the table's
+    order has more than ``max_segments`` rising runs.
     """
     indexes: dict[str, InstanceIndex] = {}
 
@@ -798,66 +906,88 @@ def score_table(
             indexes[label] = InstanceIndex(instance_folders[label], label)
         return indexes[label]
 
-    workers = 0
-    if client is not None:
-        workers = len(client.scheduler_info().get("workers", {})) or 1
-        window = window if window is not None else 3 * workers
-    sizer = ShardSizer(shard_rows, workers=workers)
     writer = scores_writer(dest)
-    inflight: deque[tuple[Shard, ShardSource, Any]] = deque()
-    sinks: _Sinks | None = None
+    sinks = _Sinks(writer, dest)
+    lanes: list[Lane] = []
+    ranges: Lanes
+    sizer = ShardSizer(shard_rows)  # on a cluster: told the workers (below)
     #: the workers do not see the client's files: ship every shard's rows from here on
     ship = False
 
-    def take(shard: Shard, batch: ScoreBatch, bar: prog.Progress) -> None:
-        assert sinks is not None
+    def take(shard: Shard, batch: ScoreBatch, piece: int, bar: prog.Progress) -> None:
         sizer.observe(batch.attempts, batch.cpu_seconds)
         table = batch.table()
         at = 0
         for (segment, _, _), n in zip(shard.slices, batch.pieces, strict=True):
-            sinks.write(segment, table.slice(at, n))
+            sinks.write(segment, piece, table.slice(at, n))
             at += n
         bar.advance(batch.attempts)
 
-    def shipped(source: ShardSource) -> Any:
-        return client.submit(score_shard, *shard_payload(source), pure=False)
+    def submit(lane: Lane, source: ShardSource, fn: Callable[..., Any], *args: Any) -> Any:
+        near = {"workers": [lane.worker], "allow_other_workers": True} if lane.worker else {}
+        return client.submit(fn, *args, pure=False, **near)
 
-    def settle(bar: prog.Progress) -> None:
+    def settle(lane: Lane, bar: prog.Progress) -> None:
         nonlocal ship
-        shard, source, fut = inflight.popleft()
+        shard, source, fut, piece = lane.inflight.popleft()
         batch = fut.result()
         if batch is None:  # this worker cannot read the files: ship this and later shards
             ship = True
-            batch = shipped(source).result()
-        take(shard, batch, bar)
+            batch = submit(lane, source, score_shard, *shard_payload(source)).result()
+        take(shard, batch, piece, bar)
+
+    def refill(lane: Lane, slots: int) -> None:
+        while len(lane.inflight) < slots:
+            cut = ranges.next(lane, sizer.next)
+            if cut is None:
+                return
+            shard, piece = cut
+            source = source_of(shard)
+            if ship:
+                fut = submit(lane, source, score_shard, *shard_payload(source))
+            else:
+                fut = submit(lane, source, score_source, source)
+            lane.inflight.append((shard, source, fut, piece))
 
     try:
         with pq.ParquetFile(attempts_path) as pf, prog.progress("score", pf.metadata.num_rows) as bar:
             layout = AttemptLayout(pf, index, max_segments)
-            sinks = _Sinks(writer, dest, len(layout.segments))
             source_of = shard_sources(attempts_path, layout, index)
-            for shard in layout.shards(sizer):
-                source = source_of(shard)
-                if client is None:
-                    batch = score_source(source)
+            if client is None:
+                for shard in layout.shards(sizer):
+                    batch = score_source(source_of(shard))
                     if batch is None:
                         raise RuntimeError(
                             f"the attempts or instance files changed while scoring {attempts_path}"
                         )
-                    take(shard, batch, bar)
-                    continue
-                fut = shipped(source) if ship else client.submit(score_source, source, pure=False)
-                inflight.append((shard, source, fut))
-                while len(inflight) >= max(1, window or 1):
-                    settle(bar)
-            while inflight:
-                settle(bar)
+                    take(shard, batch, 0, bar)
+            else:
+                from distributed import wait
+
+                info = client.scheduler_info().get("workers", {})
+                threads = {addr: int(w.get("nthreads", 1) or 1) for addr, w in info.items()}
+                ranges = Lanes(layout, sorted(threads) or [None])
+                lanes = ranges.lanes
+                # shards shrink with the work not yet cut, so that what sits queued on a
+                # worker (and cannot move to another) is small when the ranges run out
+                sizer.workers = sum(threads.values()) or 1
+                slots = {lane.worker: window or 2 * threads.get(lane.worker or "", 1) for lane in lanes}
+                for lane in lanes:
+                    refill(lane, slots[lane.worker])
+                while any(lane.inflight for lane in lanes):
+                    heads = [lane.inflight[0][2] for lane in lanes if lane.inflight]
+                    if not any(fut.done() for fut in heads):
+                        wait(heads, return_when="FIRST_COMPLETED")
+                    for lane in lanes:
+                        while lane.inflight and lane.inflight[0][2].done():
+                            settle(lane, bar)
+                        refill(lane, slots[lane.worker])
             sinks.close()
     except BaseException:
-        for _, _, fut in inflight:
-            fut.cancel()
-        if sinks is not None:
-            sinks.abort()
+        for lane in lanes:
+            for _, _, fut, _ in lane.inflight:
+                fut.cancel()
+        sinks.abort()
         writer.abort()
         raise
     finally:
