@@ -880,20 +880,21 @@ def score_table(
     its row count. ``instance_folders``: each family label's instance table folder.
 
     Without a Dask ``client`` each shard is scored here, in order. With one, each
-    worker gets a contiguous range of the table (:class:`Lanes`) and scores it in order, up
-    to ``window`` shards in flight (default three per thread of the worker): so no two
-    workers decode the same row groups of the files (measured 0.15 s of CPU on 24,000
-    attempts when shards went to whichever worker was free), and on a cluster of
-    several machines each reads its own part of the files. A worker whose range is
-    done takes over the back half of the largest range not yet cut, so all end
-    together; the tasks only prefer their worker (another one takes them if it
-    leaves). Each range's rows are written to its place in the table, so the bytes are
-    those of the in-process run whatever the number of workers.
+    worker gets a contiguous range of the table (:class:`Lanes`) and scores it in
+    order, ``window`` shards in flight (default two per thread of the worker: one
+    running, one queued): so the workers decode different row groups of the files (the
+    tree's CPU per answer was 15% higher on two workers than on one when shards went to
+    whichever worker was free; it is now the same), and on a cluster of several
+    machines each reads its own part of the files. A worker whose range is done takes
+    over the back half of the largest range not yet cut, and shards shrink with the
+    work not yet cut, so all end together; the tasks only prefer their worker (another
+    one takes them if it leaves). Each range's rows are written to its place in the
+    table, so the bytes are those of the in-process run whatever the number of workers.
 
     A worker reads its shard's rows from the files itself (:func:`score_source`); if it
     does not see them (a scheduler on other machines) the client reads and ships them
     (:func:`score_shard`), same bytes again. ``shard_rows`` fixes the shard size
-    (default: about half a second of worker CPU, less at the end of a range). Shards
+    (default: about half a second of worker CPU, less as the work runs out). Shards
     hold all answers to their instances (see :class:`AttemptLayout`) unless the table's
     order has more than ``max_segments`` rising runs.
     """
