@@ -6,12 +6,15 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: install demo test lint bench clean
 
-# The venv is rebuilt when the project's declared dependencies or the lock change.
+# The venv is rebuilt when the project's declared dependencies or the lock change; the
+# install also migrates Prefect's empty database once per Prefect version (the template
+# new Prefect homes start from), so even the first run on a machine starts quickly.
 # requirements.lock pins every transitive version we test with (pip constraints).
 $(STAMP): pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m horizonbench.cli.prefect_server template
 	touch $(STAMP)
 
 install: $(STAMP)

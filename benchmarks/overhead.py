@@ -260,7 +260,7 @@ def main() -> int:
         title = {
             "warm": "warm (its database migrated by an earlier run)",
             "fresh": "fresh (a new empty folder; the database template cached)",
-            "first": "fresh, no template yet (the first run of this Prefect version; baseline: fresh)",
+            "first": "fresh, no template yet (a first run that no `make install` prepared; baseline: fresh)",
         }[home_kind]
         print(f"\nPREFECT_HOME {title}")
         head = ("row", "baseline", "min-max", "optimised", "min-max", "x base")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -281,6 +282,59 @@ def test_a_new_prefect_home_starts_from_the_template_the_first_one_saved(tmp_pat
         f'active = "default"\n[profiles.default]\nPREFECT_API_DATABASE_CONNECTION_URL = "{url}"\n'
     )
     assert _template_probe(tmp_path, home, "none")["db"] is None
+
+
+def test_the_install_makes_the_template_once_and_leaves_the_users_home_alone(tmp_path) -> None:
+    """``python -m horizonbench.cli.prefect_server template`` (``make install`` runs it):
+    a real server migrates a database of its own and stops; the template holds the
+    migrated schema and the block types, its mark names this environment, and a new
+    home is seeded from it. The user's PREFECT_HOME, with a profile that would move
+    the database, is not touched; a second call starts no server."""
+    home = tmp_path / "user-home"
+    home.mkdir()
+    url = f"sqlite+aiosqlite:///{tmp_path / 'users-own.db'}"
+    (home / "profiles.toml").write_text(
+        f'active = "default"\n[profiles.default]\nPREFECT_API_DATABASE_CONNECTION_URL = "{url}"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), XDG_CACHE_HOME=str(tmp_path / "cache"))
+    env[ps.TIMINGS_ENV] = str(tmp_path / "t.jsonl")
+
+    def install() -> list[str]:
+        (tmp_path / "t.jsonl").unlink(missing_ok=True)
+        proc = subprocess.run(
+            [PYTHON, "-m", "horizonbench.cli.prefect_server", "template"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr
+        marks = tmp_path / "t.jsonl"
+        lines = marks.read_text().splitlines() if marks.exists() else []
+        return [json.loads(line)["event"] for line in lines]
+
+    events = install()
+    assert "server spawned" in events and "template saved" in events
+    template = tmp_path / "cache" / "horizonbench"
+    (db,) = template.glob("prefect-*-empty.db")
+    with sqlite3.connect(db) as con:
+        assert con.execute("select version_num from alembic_version").fetchall()
+        assert con.execute("select count(*) from block_type").fetchone()[0] > 0
+    key = subprocess.run(
+        [PYTHON, "-c", "from horizonbench.cli import prefect_server as ps; print(ps.environment_key())"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout.strip()
+    assert db.with_suffix(".blocks").read_text() == key
+    assert sorted(p.name for p in home.iterdir()) == ["profiles.toml"]
+    assert not (tmp_path / "users-own.db").exists()
+    assert install() == []  # made already: nothing started
+    seeded = _template_probe(tmp_path, tmp_path / "new-home", "seed")
+    assert seeded["seeded"] is True and seeded["rows"]
 
 
 # --- block types registered once per database and environment --------------------------------
