@@ -328,3 +328,21 @@ def test_the_generate_stage_caches_in_the_run_folder_outside_the_manifest(tmp_pa
     assert second[0]["kept"] == first[0]["kept"] == 24
     assert list((tmp_path / CACHE_REL).rglob(f"*{SUFFIX}"))
     assert not [k for k in content_hashes(tmp_path) if k.startswith("cache/") or k.endswith(SUFFIX)]
+
+
+def test_the_planner_looks_no_further_ahead_through_the_cache_than_the_window(tmp_path: Path) -> None:
+    """Cached ranges and finished shards hold a slot of the window (only a running head
+    lets finished shards give theirs up): a rerun whose sampler is done near the end of
+    the cache sends fewer shards past it than the window holds. Once finished shards
+    never held a slot, and on the in-process client (every shard finished when sent)
+    the planner ran 23 shards past the cache (161 candidates for nothing)."""
+    from horizonbench.tasks.cluster import InlineClient
+
+    client = InlineClient()
+    shards = ShardCache(tmp_path / "cache").family("maze", MAZE["params"], 123)
+    cold_bytes, cold = _maze_bytes(client, tmp_path / "cold", shards)
+    assert cold.generated > 0 and cold.from_cache == 0
+    for size in (None, 7):
+        warm_bytes, warm = _maze_bytes(client, tmp_path / f"warm-{size}", shards, shard_size=size)
+        assert warm_bytes == cold_bytes and warm.from_cache > 0
+        assert warm.shards_generated < 3 * 2  # the window of two workers

@@ -331,11 +331,24 @@ def sample_family(
         return head.batch
 
     def running() -> list[Any]:
-        """The futures of the shards still being generated (a finished one, waiting for
-        its turn, holds no slot of the window)."""
+        """The futures of the shards still being generated."""
         return [
             it.fut for it in queue if isinstance(it, _Fresh) and it.batch is None and not _finished(it.fut)
         ]
+
+    def holding() -> int:
+        """The queue's items that hold a slot of the window: all of them, except while
+        the head is a shard still running, when those whose result has arrived give
+        theirs up (so a worker that finished is not left idle behind the head). The
+        planner otherwise looks no further ahead than the window, through cached ranges
+        as through fresh shards (ahead of a sampler that is done by then, extra shards
+        are work thrown away)."""
+        head = queue[0] if queue else None
+        if not (isinstance(head, _Fresh) and head.batch is None and not _finished(head.fut)):
+            return len(queue)
+        return sum(
+            1 for it in queue if not (isinstance(it, _Fresh) and (it.batch is not None or _finished(it.fut)))
+        )
 
     def store_arrived() -> None:
         """Store every result that has arrived (the cache keeps finished work at once)."""
@@ -365,7 +378,7 @@ def sample_family(
             while not selector.done and (queue or cursor < limit):
                 while (
                     len(queue) < window * HELD_PER_SLOT
-                    and len(running()) < window
+                    and holding() < window
                     and cursor < limit
                     and not sizer.covered(selector.kept, selector.considered, pending)
                 ):
