@@ -16,7 +16,6 @@ No Prefect here: a worker imports this module only.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import threading
 import time
@@ -33,7 +32,7 @@ import pyarrow.parquet as pq
 
 from horizonbench.core.registry import get_family
 from horizonbench.core.types import Score
-from horizonbench.datasets.shards import from_ipc
+from horizonbench.datasets.shards import from_ipc, gc_paused
 from horizonbench.schemas.tables import SCORES_SCHEMA
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.rollouts import score_rollout
@@ -208,37 +207,13 @@ def _unanswered(att: Mapping[str, Any], row: Mapping[str, Any], error_class: str
     }
 
 
-#: how many threads are inside :func:`gc_paused`, and whether the collector was on
-#: before the first of them came in
-_PAUSE: dict[str, Any] = {"depth": 0, "was_enabled": False}
-_PAUSE_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic garbage collector off while a shard is scored, back as it was after.
-
-    A shard allocates some hundred thousand containers (the rows as dicts, each
-    solution step a dict, the parsed plans, the score rows) and frees nearly all of
-    them without cycles, by reference counting. With the collector on, every 700
-    allocations it walks the young objects, and each older-generation pass walks every
-    live container of the process: measured a third of the worker's CPU on a shard of
-    1,800 answers (5,500 against 8,700 answers per CPU-second), more in a process with
-    a larger heap. Any cycle made meanwhile is collected by the first pass after.
-    Threads may nest: the last one out restores the collector's state.
-    """
-    with _PAUSE_LOCK:
-        if _PAUSE["depth"] == 0:
-            _PAUSE["was_enabled"] = gc.isenabled()
-            gc.disable()
-        _PAUSE["depth"] += 1
-    try:
-        yield
-    finally:
-        with _PAUSE_LOCK:
-            _PAUSE["depth"] -= 1
-            if _PAUSE["depth"] == 0 and _PAUSE["was_enabled"]:
-                gc.enable()
+# The cyclic collector is paused while a shard is scored (``gc_paused``, the one the
+# generator's shards use): a shard allocates some hundred thousand containers (the
+# rows as dicts, each solution step a dict, the parsed plans, the score rows) and frees
+# nearly all of them by reference counting, yet with the collector on its passes were
+# a third of the worker's CPU on a shard of 1,800 answers (5,500 against 8,700 answers
+# per CPU-second), more in a process with a larger heap. Any cycle made meanwhile is
+# collected by the first pass after.
 
 
 @dataclass(frozen=True)
@@ -924,7 +899,7 @@ def score_table(
             at += n
         bar.advance(batch.attempts)
 
-    def submit(lane: Lane, source: ShardSource, fn: Callable[..., Any], *args: Any) -> Any:
+    def submit(lane: Lane, fn: Callable[..., Any], *args: Any) -> Any:
         near = {"workers": [lane.worker], "allow_other_workers": True} if lane.worker else {}
         return client.submit(fn, *args, pure=False, **near)
 
@@ -934,7 +909,7 @@ def score_table(
         batch = fut.result()
         if batch is None:  # this worker cannot read the files: ship this and later shards
             ship = True
-            batch = submit(lane, source, score_shard, *shard_payload(source)).result()
+            batch = submit(lane, score_shard, *shard_payload(source)).result()
         take(shard, batch, piece, bar)
 
     def refill(lane: Lane, slots: int) -> None:
@@ -945,9 +920,9 @@ def score_table(
             shard, piece = cut
             source = source_of(shard)
             if ship:
-                fut = submit(lane, source, score_shard, *shard_payload(source))
+                fut = submit(lane, score_shard, *shard_payload(source))
             else:
-                fut = submit(lane, source, score_source, source)
+                fut = submit(lane, score_source, source)
             lane.inflight.append((shard, source, fut, piece))
 
     try:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from horizonbench.core.types import Step
-from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World
+from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World, apply_requires
 from horizonbench.datasets.maze.rules import State, apply_plan, attach_tables, tables_of, transitions
 
 
@@ -145,13 +145,7 @@ def _listing_world(items: Iterable[FactItem]) -> World:
             nbrs[ib].append((ia, 0, -1))
         if kind == "locked":
             locks.setdefault((ia, ib) if ia < ib else (ib, ia), None)
-    for (a, b), key in requires.items():
-        ia, ib = index.get(a), index.get(b)
-        if ia is None or ib is None:
-            continue
-        door = (ia, ib) if ia < ib else (ib, ia)
-        if door in locks:
-            locks[door] = key
+    apply_requires(world, requires)
     attach_tables(world, nbrs)
     return world
 

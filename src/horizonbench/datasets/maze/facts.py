@@ -190,14 +190,22 @@ def world_from_facts(facts: list[str]) -> World:
                 world.start = r
             else:
                 world.goal = r
-    for (a, b), k in requires.items():
+    apply_requires(world, requires)
+    return world
+
+
+def apply_requires(world: World, requires: dict[tuple[str, str], int]) -> None:
+    """Give each locked door its key from the "requires key" facts (read after all the
+    doors, since a fact may come before its door's). A "requires" fact without its
+    "locked door" fact says nothing about passability and is ignored."""
+    index, locks = world.index, world.locks
+    for (a, b), key in requires.items():
         ia, ib = index.get(a), index.get(b)
         if ia is None or ib is None:
             continue
-        door_ = door_key(ia, ib)
-        if door_ in locks:
-            locks[door_] = k
-    return world
+        door = door_key(ia, ib)
+        if door in locks:
+            locks[door] = key
 
 
 def world_from_items(items: Iterable[FactItem]) -> World:
@@ -246,11 +254,5 @@ def world_from_items(items: Iterable[FactItem]) -> World:
             adj[ib].append(ia)
         if kind == "locked":
             locks.setdefault((ia, ib) if ia < ib else (ib, ia), None)
-    for (a, b), key in requires.items():
-        ia, ib = index.get(a), index.get(b)
-        if ia is None or ib is None:
-            continue
-        door = door_key(ia, ib)
-        if door in locks:
-            locks[door] = key
+    apply_requires(world, requires)
     return world
