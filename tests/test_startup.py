@@ -333,6 +333,14 @@ def test_the_install_makes_the_template_once_and_leaves_the_users_home_alone(tmp
     assert sorted(p.name for p in home.iterdir()) == ["profiles.toml"]
     assert not (tmp_path / "users-own.db").exists()
     assert install() == []  # made already: nothing started
+    wrong = subprocess.run(
+        [PYTHON, "-m", "horizonbench.cli.prefect_server", "templat"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert wrong.returncode == 2 and wrong.stderr.strip().count("\n") == 0 and "usage" in wrong.stderr
     seeded = _template_probe(tmp_path, tmp_path / "new-home", "seed")
     assert seeded["seeded"] is True and seeded["rows"]
 

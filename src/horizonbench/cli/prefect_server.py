@@ -547,7 +547,8 @@ def _drain_prefect_workers() -> None:
 if __name__ == "__main__":
     # ``python -m horizonbench.cli.prefect_server template``: what ``make install`` runs
     if sys.argv[1:] != ["template"]:
-        sys.exit("usage: python -m horizonbench.cli.prefect_server template")
+        print("usage: python -m horizonbench.cli.prefect_server template", file=sys.stderr)
+        sys.exit(2)
     if not template_path().exists():
         print("horizonbench: migrating an empty Prefect database once, for new Prefect homes", flush=True)
     ensure_template()
