@@ -640,8 +640,8 @@ def test_a_real_run_leaves_no_server_behind(tmp_path) -> None:
 
 
 def test_a_cluster_closes_with_its_workers_heartbeats_stopped_first() -> None:
-    """``_stop_heartbeat`` (run on every worker before a normal close) stops the
-    heartbeat whose race with the closing scheduler logged a traceback."""
+    """``_stop_heartbeat`` (run on every worker before any close, after Ctrl-C too)
+    stops the heartbeat whose race with the closing scheduler logged a traceback."""
     from horizonbench.schemas.config import DaskSpec
     from horizonbench.tasks.cluster import _stop_heartbeat, dask_client
 
@@ -652,3 +652,34 @@ def test_a_cluster_closes_with_its_workers_heartbeats_stopped_first() -> None:
         assert all(client.run(running).values())
         client.run(_stop_heartbeat)
         assert not any(client.run(running).values())
+
+
+def test_closing_waits_a_bounded_time_for_workers_that_do_not_answer() -> None:
+    """A worker that is gone or stuck does not hold the command up on its way out: the
+    heartbeats are asked to stop for at most ``STOP_HEARTBEATS_TIMEOUT_S``, then the
+    cluster closes regardless (a client whose ``run`` never returns, standing in for
+    such a worker)."""
+    import threading
+
+    from horizonbench.tasks import cluster as cl
+
+    closed: list[str] = []
+    never = threading.Event()
+
+    class Stuck:
+        def run(self, *args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            never.wait(60)
+
+        def close(self) -> None:
+            closed.append("client")
+
+    class Cluster:
+        def close(self) -> None:
+            closed.append("cluster")
+
+    t0 = time.monotonic()
+    cl._close(Stuck(), Cluster())
+    took = time.monotonic() - t0
+    never.set()
+    assert closed == ["client", "cluster"]
+    assert cl.STOP_HEARTBEATS_TIMEOUT_S <= took < cl.STOP_HEARTBEATS_TIMEOUT_S + 5  # liveness

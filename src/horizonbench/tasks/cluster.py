@@ -224,7 +224,7 @@ def shared_cluster(
         _SHARED.pop(key, None)
         for fut in warming:
             fut.cancel()
-        _close(client, cluster, quietly=False)
+        _close(client, cluster)
         raise
     _SHARED.pop(key, None)
     _close(client, cluster)
@@ -235,18 +235,29 @@ def _stop_heartbeat(dask_worker: Any) -> None:
     dask_worker.periodic_callbacks["heartbeat"].stop()
 
 
-def _close(client: Any, cluster: Any, quietly: bool = True) -> None:
-    """Close our LocalCluster. ``quietly`` (a stage that ended normally): the workers'
-    heartbeats are stopped first. The scheduler closes its connections before the
-    workers it tells to close, and a heartbeat in between is logged by the worker as an
-    error with a traceback ("Failed to communicate with scheduler during heartbeat"),
-    seen on a loaded machine at the end of a world study. Not after an error or an
-    interrupt: a worker that is gone would hold the command up."""
-    if quietly:
+#: how long closing a cluster waits for its workers to stop their heartbeats
+STOP_HEARTBEATS_TIMEOUT_S = 2.0
+
+
+def _close(client: Any, cluster: Any) -> None:
+    """Close our LocalCluster, the workers' heartbeats stopped first. The scheduler
+    closes its connections before the workers it tells to close, and a heartbeat in
+    between is logged by the worker as an error with a traceback ("Failed to
+    communicate with scheduler during heartbeat"): seen on a loaded machine at the end
+    of a world study, and after a Ctrl-C during generation. The workers ignore SIGINT
+    and answer from their event loop while a shard runs, but a worker that is gone or
+    stuck must not hold the command up: the wait is bounded, then the cluster closes
+    regardless."""
+
+    def stop() -> None:
         try:
-            client.run(_stop_heartbeat)
-        except Exception:  # noqa: BLE001 - closing regardless
+            client.run(_stop_heartbeat, on_error="ignore")
+        except Exception:  # noqa: BLE001 - the client may be closed meanwhile: closing regardless
             pass
+
+    stopper = threading.Thread(target=stop, name="horizonbench-stop-heartbeats", daemon=True)
+    stopper.start()
+    stopper.join(STOP_HEARTBEATS_TIMEOUT_S)
     client.close()
     cluster.close()
 
@@ -278,7 +289,7 @@ def dask_client(spec: DaskSpec) -> Iterator[object]:
     try:
         yield client
     except BaseException:
-        _close(client, cluster, quietly=False)
+        _close(client, cluster)
         raise
     _close(client, cluster)
 
