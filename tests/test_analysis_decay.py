@@ -14,6 +14,7 @@ from horizonbench.analysis.decay import (
     DEFAULT_SUCCESS_DEFINITION,
     SUCCESS_DEFINITIONS,
     DecayFit,
+    _interval_from_rates,
     fit_binomial_mle,
     fit_wls_log,
 )
@@ -166,3 +167,19 @@ def test_fits_schema_has_every_fit_column() -> None:
     # definition included
     assert set(ANALYSIS_SCHEMAS["fits"].names) == {"family", *summary.FIT_COLUMNS}
     assert "success_definition" in summary.FIT_COLUMNS
+
+
+def test_bootstrap_interval_is_at_the_2_5_and_97_5_percentiles_of_the_rates() -> None:
+    """The interval's level, not only low < L0 < high: resampled rates k spread evenly
+    over 0..4 in steps of 0.001 (4,001 of them, shuffled) have their 2.5% and 97.5%
+    percentiles exactly at k = 0.1 and 3.9, so L0 = 1/k lies in [1/3.9, 10]; 5%/95%
+    would give [1/3.8, 5]. Degenerate (NaN) resamples are left out and counted."""
+    rates = np.random.default_rng(0).permutation(np.arange(4001) * 0.001)
+    low, high, note = _interval_from_rates(rates, 0.95)
+    assert low == pytest.approx(1 / 3.9) and high == pytest.approx(1 / 0.1)
+    assert note is None
+    low, high, _ = _interval_from_rates(rates, 0.90)
+    assert low == pytest.approx(1 / 3.8) and high == pytest.approx(1 / 0.2)
+    low, high, note = _interval_from_rates(np.concatenate([rates, [np.nan] * 7]), 0.95)
+    assert low == pytest.approx(1 / 3.9) and high == pytest.approx(1 / 0.1)
+    assert note == "bootstrap: 7 of 4008 resamples were degenerate"

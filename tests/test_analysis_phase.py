@@ -343,6 +343,35 @@ def test_bootstrap_keeps_unbracketed_replicates_as_infinite_bounds() -> None:
         critical_point_bootstrap(_table2_episodes(), n_boot=10)  # several dd at once
 
 
+def test_bootstrap_interval_is_at_the_2_5_and_97_5_percentiles() -> None:
+    """The interval's *level*, not only its order: on a curve whose replicate crossings
+    have a known distribution, the bounds are its 2.5% and 97.5% percentiles.
+
+    sc = 1 is 10/10 (p = 1 in every replicate); sc = 2 is 13/46, so a replicate's second
+    cell is X/46 with X ~ Binomial(46, 13/46) and its crossing is the increasing
+    ``g(X) = 1 + 0.5 / (1 - X/46)`` (``+inf`` once X > 23). So the bounds are g at the
+    binomial's percentiles: X = 7 and X = 19, while 5%/95% would be X = 8 and X = 18.
+    Every CDF value lies at least 0.0055 away from the levels involved, 5 standard errors
+    of a 20,000-replicate percentile, so the check does not hang on the seed."""
+    n, k, n_boot = 46, 13, 20_000
+    cdf = stats.binom.cdf(np.arange(n + 1), n, k / n)
+
+    def percentile(q: float) -> int:  # inverted_cdf: the smallest x with F(x) >= q
+        return int(np.argmax(cdf >= q))
+
+    def g(x: int) -> float:
+        return 1.0 + 0.5 / (1.0 - x / n)
+
+    assert (percentile(0.025), percentile(0.975)) == (7, 19)
+    assert (percentile(0.05), percentile(0.95)) == (8, 18)  # the test tells the levels apart
+    episodes = _episodes("m", {(1, 1): (10, 10), (2, 1): (k, n)})
+    est = critical_point_bootstrap(episodes, n_boot=n_boot, seed=3)
+    assert est.sc_star == pytest.approx(g(k))
+    assert est.low == pytest.approx(g(7)) and est.high == pytest.approx(g(19))
+    narrower = critical_point_bootstrap(episodes, n_boot=n_boot, seed=3, conf=0.90)
+    assert narrower.low == pytest.approx(g(8)) and narrower.high == pytest.approx(g(18))
+
+
 # --------------------------------------------------------------------------------------
 # cliffs, Definition 1, W_trans
 # --------------------------------------------------------------------------------------
