@@ -9,10 +9,12 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from horizonbench.analysis.compounding import fit_eps
 from horizonbench.core.errors import ConfigError
 from horizonbench.core.registry import get_family
+from horizonbench.datasets.puzzles.base import Certificate, trajectory_ok
 from horizonbench.datasets.puzzles.family import PuzzleFamily
 from horizonbench.datasets.puzzles.rollout import Episode
 from horizonbench.schemas.config import parse_config
@@ -233,6 +235,76 @@ def test_fit_eps_edges():
     f = fit_eps(np.array([3, 5, 7]), np.array([False, False, False]))
     assert f.eps == 1.0 and f.eps_high == 1.0 and 0 < f.eps_low < 1
     assert math.isnan(fit_eps(np.array([0]), np.array([True])).eps)
+
+
+#: the 95% point of chi-square with 1 degree of freedom, from scipy (not the module's copy)
+_CHI2_95 = float(stats.chi2.ppf(0.95, 1))
+
+
+def _exact_loglik(eps: float, L: np.ndarray, s: np.ndarray) -> float:
+    """The compounding model's log-likelihood written independently: each attempt is a
+    Bernoulli draw with success probability (1 - eps)^L."""
+    return float(stats.bernoulli.logpmf(s.astype(int), np.power(1.0 - eps, L)).sum())
+
+
+def test_fit_eps_all_solved_upper_bound_is_the_closed_form_lr_bound() -> None:
+    """Every attempt solved: log L(eps) = sum(L) log(1 - eps), maximal (0) at eps = 0, so
+    the 95% LR bound solves -2 sum(L) log(1 - eps) = chi2(1, 0.95):
+    eps_high = 1 - exp(-3.84 / (2 sum L)). (Using chi2 instead of chi2 / 2 on the
+    log-likelihood scale would give 1 - exp(-3.84 / sum L), about twice as far.)"""
+    L = np.array([3, 5, 7, 1, 12])
+    f = fit_eps(L, np.ones(L.size, dtype=bool))
+    assert f.eps_high == pytest.approx(1.0 - math.exp(-_CHI2_95 / (2 * L.sum())), rel=1e-8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    attempts=st.lists(st.tuples(st.integers(1, 40), st.booleans()), min_size=2, max_size=30).filter(
+        lambda a: 0 < sum(ok for _, ok in a) < len(a)
+    )
+)
+def test_fit_eps_interval_is_the_exact_profile_likelihood_interval(attempts) -> None:
+    """With both outcomes present the bounds are where the deviance
+    2 (log L(eps_hat) - log L(eps)) reaches chi2(1, 0.95), on a log-likelihood written
+    independently of the module (eps is the only parameter, so this is its profile), and
+    every eps strictly between them has a smaller deviance."""
+    L = np.array([a for a, _ in attempts], dtype=float)
+    s = np.array([ok for _, ok in attempts], dtype=bool)
+    f = fit_eps(L, s)
+    best = _exact_loglik(f.eps, L, s)
+    grid = np.linspace(1e-6, 1 - 1e-6, 401)
+    assert best >= max(_exact_loglik(e, L, s) for e in grid) - 1e-6  # eps_hat is the maximum
+
+    def deviance(e: float) -> float:
+        return 2.0 * (best - _exact_loglik(e, L, s))
+
+    assert f.eps_low < f.eps < f.eps_high
+    for bound in (f.eps_low, f.eps_high):
+        if 1e-9 < bound < 1 - 1e-9:
+            assert deviance(bound) == pytest.approx(_CHI2_95, abs=1e-5)
+    for e in np.linspace(f.eps_low, f.eps_high, 12)[1:-1]:
+        assert deviance(float(e)) < _CHI2_95
+
+
+@pytest.mark.parametrize("name", PUZZLES)
+def test_a_certificate_that_stops_short_of_the_goal_is_not_a_trajectory(name: str) -> None:
+    """``trajectory_ok`` checks the end, not only legality and agreement: every proper
+    prefix of a certificate replays legally and matches its own states, yet it stops
+    before the goal, so it is rejected; the whole certificate is accepted."""
+    puzzle = get_family(name).puzzle  # type: ignore[attr-defined]
+    params = puzzle.params_model.model_validate(SMALL[name])
+    checked = 0
+    for n in SMALL[name]["ns"]:
+        for config in puzzle.configurations(n, params, 0)[:3]:
+            cert = puzzle.certify(config, params.node_limit)
+            if not isinstance(cert, Certificate) or cert.length == 0:
+                continue
+            assert trajectory_ok(puzzle, config, cert)
+            for cut in range(cert.length):
+                short = Certificate(cert.states[: cut + 1], cert.moves[:cut], cert.nodes)
+                assert not trajectory_ok(puzzle, config, short), (name, config.label, cut)
+            checked += 1
+    assert checked >= 3, name
 
 
 def test_every_family_meets_the_widened_contract():
