@@ -172,6 +172,84 @@ def test_what_an_agent_writes_is_read_strictly_and_scored_per_step():
     assert result.episode["tau_a"] == 0.0
 
 
+class Observer:
+    """A privileged agent that writes exactly what it could know (the observable gold
+    state, or only its first ``keep`` facts in sorted order) and acts ``action``, with
+    no preconditions or verdict: probes for one scoring rule at a time."""
+
+    privileged = True
+    name = "observer"
+
+    def __init__(self, action: str = "noop", keep=None) -> None:
+        self.action = action
+        self.keep = keep  # number of facts kept from the observable gold state, given its size
+        self.hidden_steps = 0
+
+    def begin(self, observation, task, env):
+        self.env = env
+
+    def act(self, observation):
+        known = sorted(self.env.observable_gold())
+        self.hidden_steps += frozenset(known) != frozenset(self.env.gold_state())
+        state = known if self.keep is None else known[: self.keep(len(known))]
+        return AgentStep(self.action, state=tuple(state))
+
+
+def test_jaccard_is_against_what_the_agent_could_know_in_partial_observation():
+    """Partial observation with mutation: the world changes where the agent cannot see,
+    so the full gold state differs from the observable one on most steps. An agent that
+    states exactly what it could know has Jaccard 1.0 at every step and ``gold_size`` is
+    the observable state's size."""
+    env, ep = episode("graph_nav", 10, 2, observation="partial", mutation="high")
+    agent = Observer()
+    result = run_episode(env, agent, ep)
+    assert agent.hidden_steps >= len(result.steps) // 2 > 0  # the two states differ often
+    assert [s["jaccard"] for s in result.steps] == [1.0] * len(result.steps)
+    assert result.episode["mean_jaccard"] == 1.0 and math.isnan(result.episode["tau_w"])
+
+
+@pytest.mark.parametrize("env_name", ["stateful_puzzle", "graph_nav"])
+def test_a_world_state_at_jaccard_one_half_is_not_bad_but_below_it_is(env_name):
+    """``world_bad`` is ``R < 1/2`` (module docstring), so R = 1/2 exactly is not a
+    world-state failure. Every action here is unreadable (invalid: the collapse starts
+    at step 0) and every stated state consistent; with half the gold facts (R = 0.5) only
+    the actions are bad, so the type is ``action_validity``; with one fact fewer (R just
+    under 0.5) both signals are bad on every step: ``compound``."""
+    env, ep = episode(env_name, 10, 2)
+    result = run_episode(env, Observer("?", keep=lambda n: n // 2), ep)
+    assert {s["gold_size"] % 2 for s in result.steps} == {0}  # so R is exactly 1/2
+    assert {s["jaccard"] for s in result.steps} == {0.5}
+    assert all(s["consistent"] and not s["action_valid"] for s in result.steps)
+    assert result.episode["collapse_onset"] == 0.0
+    assert result.episode["collapse_type"] == "action_validity"
+    env, ep = episode(env_name, 10, 2)
+    below = run_episode(env, Observer("?", keep=lambda n: n // 2 - 1), ep)
+    assert max(s["jaccard"] for s in below.steps) < 0.5
+    assert below.episode["collapse_type"] == "compound"
+
+
+class UndeclaredOracle(OracleAgent):
+    """The oracle, but it declares no preconditions and gives no self-check verdict."""
+
+    def act(self, observation):
+        step = super().act(observation)
+        return AgentStep(step.action, state=step.state)
+
+
+@pytest.mark.parametrize("env_name", ENVS)
+def test_undeclared_preconditions_are_not_dependency_errors(env_name):
+    """Preconditions an agent did not declare are null, never wrong: the oracle that
+    declares none has no bad step, so no collapse onset and no collapse type, and its
+    dependency accuracy is undefined (NaN), not 0."""
+    env, ep = episode(env_name, 12, 2, archetype=3)
+    result = run_episode(env, UndeclaredOracle(), ep)
+    row = result.episode
+    assert row["success"] and row["invalid_actions"] == 0
+    assert {s["dependency_correct"] for s in result.steps} == {None}
+    assert math.isnan(row["dependency_accuracy"])
+    assert math.isnan(row["collapse_onset"]) and row["collapse_type"] is None
+
+
 def test_jaccard():
     a = {("at", "x", "r1"), ("open", "b")}
     assert jaccard(a, a) == 1.0
