@@ -347,29 +347,40 @@ def test_bootstrap_interval_is_at_the_2_5_and_97_5_percentiles() -> None:
     """The interval's *level*, not only its order: on a curve whose replicate crossings
     have a known distribution, the bounds are its 2.5% and 97.5% percentiles.
 
-    sc = 1 is 10/10 (p = 1 in every replicate); sc = 2 is 13/46, so a replicate's second
-    cell is X/46 with X ~ Binomial(46, 13/46) and its crossing is the increasing
-    ``g(X) = 1 + 0.5 / (1 - X/46)`` (``+inf`` once X > 23). So the bounds are g at the
-    binomial's percentiles: X = 7 and X = 19, while 5%/95% would be X = 8 and X = 18.
-    Every CDF value lies at least 0.0055 away from the levels involved, 5 standard errors
-    of a 20,000-replicate percentile, so the check does not hang on the seed."""
+    Each replicate draws a cell's rate from its Jeffreys posterior Beta(x + 1/2, n - x + 1/2).
+    sc = 1 is 20,000/20,000 (its draws stay within 1e-4 of 1, moving the crossing by less
+    than 1e-4); sc = 2 is 13/46, so a replicate's crossing is the increasing
+    ``g(P) = 1 + 0.5 / (1 - P)`` of P ~ Beta(13.5, 33.5) (``+inf`` once P > 1/2, which has
+    probability 0.0014). So the bounds are g at the Beta's 2.5% and 97.5% quantiles; the 5%
+    and 95% ones lie 0.012 and 0.034 away in g, about 10 standard errors of a
+    20,000-replicate percentile (0.001 in g at the low end), so the check does not hang on
+    the seed."""
     n, k, n_boot = 46, 13, 20_000
-    cdf = stats.binom.cdf(np.arange(n + 1), n, k / n)
+    post = stats.beta(k + 0.5, n - k + 0.5)
 
-    def percentile(q: float) -> int:  # inverted_cdf: the smallest x with F(x) >= q
-        return int(np.argmax(cdf >= q))
+    def g(p: float) -> float:
+        return 1.0 + 0.5 / (1.0 - p)
 
-    def g(x: int) -> float:
-        return 1.0 + 0.5 / (1.0 - x / n)
-
-    assert (percentile(0.025), percentile(0.975)) == (7, 19)
-    assert (percentile(0.05), percentile(0.95)) == (8, 18)  # the test tells the levels apart
-    episodes = _episodes("m", {(1, 1): (10, 10), (2, 1): (k, n)})
+    lo95, hi95 = g(post.ppf(0.025)), g(post.ppf(0.975))
+    lo90, hi90 = g(post.ppf(0.05)), g(post.ppf(0.95))
+    assert lo90 - lo95 > 0.012 and hi95 - hi90 > 0.03  # the test tells the levels apart
+    episodes = _episodes("m", {(1, 1): (20_000, 20_000), (2, 1): (k, n)})
     est = critical_point_bootstrap(episodes, n_boot=n_boot, seed=3)
-    assert est.sc_star == pytest.approx(g(k))
-    assert est.low == pytest.approx(g(7)) and est.high == pytest.approx(g(19))
+    assert est.sc_star == pytest.approx(g(k / n))
+    assert est.low == pytest.approx(lo95, abs=0.004) and est.high == pytest.approx(hi95, abs=0.01)
     narrower = critical_point_bootstrap(episodes, n_boot=n_boot, seed=3, conf=0.90)
-    assert narrower.low == pytest.approx(g(8)) and narrower.high == pytest.approx(g(18))
+    assert narrower.low == pytest.approx(lo90, abs=0.004) and narrower.high == pytest.approx(hi90, abs=0.01)
+
+
+def test_bootstrap_interval_of_a_step_between_all_1_and_all_0_cells_has_width() -> None:
+    """Issue 22: cells of 50/50 and 0/50 around the crossing never vary when episodes are
+    resampled, which gave sc* the zero-width interval [14.5, 14.5]. The interval must have
+    the width those n allow (the Jeffreys draws: about 14.47 to 14.53)."""
+    episodes = _episodes("m", {(13, 1): (50, 50), (14, 1): (50, 50), (15, 1): (0, 50), (16, 1): (0, 50)})
+    est = critical_point_bootstrap(episodes, n_boot=2000, seed=0)
+    assert est.sc_star == pytest.approx(14.5)
+    assert est.low < 14.49 and est.high > 14.51
+    assert 14.0 < est.low and est.high < 15.0
 
 
 # --------------------------------------------------------------------------------------
