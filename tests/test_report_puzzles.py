@@ -210,7 +210,7 @@ def test_predicted_vs_observed_rows(mixed_html: str) -> None:
         "attempts",
         "observed success",
         "predicted success",
-        "predicted 95% interval",
+        "95% of observed shares",
         "move legality",
         "optimality gap (solved)",
     ]

@@ -106,7 +106,7 @@ _BY_N = [
     ("attempts", "attempts", "int"),
     ("success_rate", "observed success", "pct"),
     ("predicted", "predicted success", "pct"),
-    ("predicted_ci", "predicted 95% interval", "pct-range"),
+    ("predicted_ci", "95% of observed shares", "pct-range"),
     ("move_legality_mean", "move legality", "pct"),
     ("optimality_gap_mean", "optimality gap (solved)", "pct"),
 ]
@@ -127,6 +127,8 @@ _W_GRID = [
     ("n", "episodes", "int"),
     ("p", "success", "pct"),
     ("wilson_ci", "Wilson 95%", "pct-range"),
+    ("budget_exceeded", "budget stops (failures)", "int"),
+    ("p_finished", "success without them", "pct"),
 ]
 _W_CRITICAL = [
     ("model", "model", "text"),
@@ -189,6 +191,7 @@ _W_STEPS = [
     ("world_state_collapses", "world-state collapses", "int"),
     ("action_validity_collapses", "action collapses", "int"),
     ("compound_collapses", "compound", "int"),
+    ("format_collapses", "format (unusable answers)", "int"),
 ]
 _W_EXCLUDED = [
     ("model", "model", "text"),
@@ -203,11 +206,13 @@ _W_HARNESS = [
     ("memory", "memory", "text"),
     ("prompt_version", "prompt", "text"),
     ("episodes", "episodes", "int"),
-    ("budget_exceeded", "budget_exceeded (left out)", "int"),
+    ("budget_exceeded", "budget stops (failures)", "int"),
+    ("format_failures", "format failures", "int"),
     ("measured", "measured", "int"),
     ("successes", "won", "int"),
     ("p", "success", "pct"),
     ("wilson_ci", "Wilson 95%", "pct-range"),
+    ("p_finished", "success without budget stops", "pct"),
     ("mean_jaccard", "Jaccard", "num"),
     ("share_world_first", "τ_W before τ_A", "pct"),
     ("lag_count", "of failed with both", "int"),
@@ -229,7 +234,7 @@ _W_BUDGET = [
     ("sc", "sc", "int"),
     ("dd", "dd", "int"),
     ("episodes", "episodes", "int"),
-    ("budget_exceeded", "budget_exceeded: harness limit, not collapse", "int"),
+    ("budget_exceeded", "budget stops (counted as failures)", "int"),
     ("measured", "measured (in the rate)", "int"),
     ("budget_detail", "limit reached (an example)", "text"),
 ]

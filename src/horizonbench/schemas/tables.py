@@ -217,6 +217,8 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("predicted", _F),
         ("predicted_low", _F),
         ("predicted_high", _F),
+        ("predicted_eps_low", _F),
+        ("predicted_eps_high", _F),
         ("move_legality_mean", _F),
         ("optimality_gap_mean", _F),
     ),
@@ -363,7 +365,8 @@ EPISODES_SCHEMA = _schema(
     ("lag", _F),
     ("collapse_onset", _F),
     ("collapse_type", _S),
-    # success | failure | budget_exceeded (a harness limit: kept apart from collapse)
+    # success | failure | budget_exceeded (a harness limit) | format_failure (no usable
+    # action for harness.fallback_streak steps); the last two count as failures
     ("outcome", _S),
     # the harness's memory mode and prompt version (null for offline agents)
     ("memory", _S),
@@ -425,6 +428,10 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("p", _F),
         ("wilson_low", _F),
         ("wilson_high", _F),
+        # budget stops are in n and p as failures; p_finished leaves them out
+        ("budget_exceeded", _I),
+        ("n_finished", _I),
+        ("p_finished", _F),
     ),
     "critical_points": _schema(
         ("env", _S),
@@ -494,9 +501,11 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("action_validity_collapses", _I),
         ("self_check_collapses", _I),
         ("compound_collapses", _I),
+        ("format_collapses", _I),
     ),
-    # per cell, the episodes left out of every rate: T < L*, or a harness limit (an
-    # example of the limit reached in budget_detail); measured = what the grid counts
+    # per cell, the episodes left out of every rate (T < L*) and those stopped by a
+    # harness limit (counted as failures; an example of the limit in budget_detail);
+    # measured = episodes - horizon_short = what the grid counts
     "excluded": _schema(
         ("env", _S),
         ("model", _S),
@@ -518,10 +527,12 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("measured", _I),
         ("horizon_short", _I),
         ("budget_exceeded", _I),
+        ("format_failures", _I),
         ("successes", _I),
         ("p", _F),
         ("wilson_low", _F),
         ("wilson_high", _F),
+        ("p_finished", _F),
         ("steps", _I),
         ("calls", _I),
         ("calls_per_step", _F),
