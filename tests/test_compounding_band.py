@@ -32,7 +32,8 @@ def _study(seed: int, eps: float, per_n: int) -> pd.DataFrame:
 
 def _inside(by_n: pd.DataFrame, low: str, high: str) -> np.ndarray:
     share = by_n["success_rate"].to_numpy(dtype=float)
-    return (share >= by_n[low].to_numpy(dtype=float) - 1e-12) & (share <= by_n[high].to_numpy(dtype=float) + 1e-12)
+    lo, hi = by_n[low].to_numpy(dtype=float), by_n[high].to_numpy(dtype=float)
+    return (share >= lo - 1e-12) & (share <= hi + 1e-12)
 
 
 @pytest.mark.parametrize("per_n", [10, 30])
