@@ -700,6 +700,19 @@ def test_conflicts_contradict_an_earlier_observation() -> None:
     assert conflicts > 30
 
 
+def test_the_conflict_briefing_tells_the_truth_and_later_observations_lie() -> None:
+    """A conflict contradicts what an *earlier* observation showed, so the briefing
+    (t = 0) has none to contradict: it is the gold state, with nothing injected, for
+    every world; later observations do lie (about half of them, at CONFLICT_RATE)."""
+    lied_later = 0
+    for seed in range(24):
+        env = GraphNav(StressSpec(sc=10 + seed % 3, dd=2, horizon=200, observation="conflict"))
+        obs, _ = env.reset(seed, seed % 10)
+        assert obs.injected == () and obs.facts == env.gold_state(), seed
+        lied_later += any(r.observation.injected for r in run_policy(env, seed, steps=6))
+    assert lied_later >= 12
+
+
 # --- mutation -------------------------------------------------------------------------
 
 
