@@ -288,6 +288,30 @@ def test_a_401_model_stops_after_a_few_calls_while_another_completes(tmp_path: P
     assert bad_key not in events[0]
 
 
+def test_an_answer_resets_the_401_streak_so_alternating_failures_never_stop_a_model(tmp_path: Path) -> None:
+    """``stop_after_errors`` counts *consecutive* 401/403/404 answers: 401, 200, 401,
+    200, ... over real HTTP never reaches three in a row, so the model is never stopped
+    and every other attempt is answered. Then three 401s in a row do stop it, and the
+    next attempt ends as ``model_stopped`` without a call."""
+    events: list[str] = []
+    with running_fake_server(_echo) as server, AttemptStore(tmp_path / "s.sqlite") as store:
+        runner = runner_for(_model(server.base_url), store, stop_after_errors=3, on_event=events.append)
+        requests = _requests(24)
+        outcomes = []
+        for i, request in enumerate(requests[:20]):
+            if i % 2 == 0:
+                server.fail_next(1, 401)
+            outcomes.append(runner.attempt(request))
+        assert runner.stopped is None and events == []
+        assert [o.error_class for o in outcomes] == ["auth", None] * 10
+        assert server.status_counts == {401: 10, 200: 10}
+        server.fail_next(3, 401)
+        last = [runner.attempt(r) for r in requests[20:]]
+        assert [o.error_class for o in last] == ["auth"] * 3 + ["model_stopped"]
+        assert server.status_counts == {401: 13, 200: 10}
+    assert len(events) == 1 and "3 consecutive HTTP 401" in events[0]
+
+
 # --- identity and reuse ---------------------------------------------------------------------
 
 
