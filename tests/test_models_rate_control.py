@@ -73,6 +73,22 @@ def test_600_rpm_counted_per_second_spaces_ten_per_window_at_full_rate() -> None
     assert 0.97 * 10 <= rate <= 10.0  # the guard costs 1 %, never more than the limit
 
 
+def test_a_fractional_share_rounds_down_90_rpm_in_a_1_s_window_admits_one() -> None:
+    """90 rpm counted per second is 1.5 requests a window: the window holds one (rounded
+    down, never up to two, which a provider counting per second would refuse). On the
+    fake clock: a second request at the same instant waits a whole window (1 s plus the
+    1 % guard), and no 1 s interval ever holds two requests."""
+    clock = FakeClock()
+    limiter = RateLimiter(90, None, window_s=1.0, clock=clock)
+    assert limiter.request_capacity == 1 and limiter.span_s == pytest.approx(1.01)
+    first = limiter.try_acquire()
+    assert isinstance(first, Reservation)
+    assert limiter.try_acquire() == pytest.approx(1.01)  # not admitted beside the first
+    times = [first.at] + [_take(limiter, clock).at for _ in range(60)]
+    assert all(b - a == pytest.approx(1.01) for a, b in zip(times, times[1:], strict=False))
+    assert max(sum(1 for u in times if t <= u < t + 1.0) for t in times) == 1
+
+
 def test_tokens_reconcile_frees_budget_at_once() -> None:
     clock = FakeClock()
     limiter = RateLimiter(None, 600.0, window_s=1.0, clock=clock)  # 10 tokens per window
