@@ -363,6 +363,32 @@ def test_a_lane_whose_range_is_done_takes_over_half_of_the_largest(run: Path) ->
     assert shard.slices and shard.slices[0][1] >= layout.segments[0][0]
 
 
+def _lane_a_done(run: Path) -> tuple[Lanes, Any, Any]:
+    """Two lanes over the run's attempts, the first one's range cut to its end."""
+    ranges = Lanes(_layout(run / ATTEMPTS_REL, run), ["a", "b"])
+    a, b = ranges.lanes
+    while a.at < a.end:
+        assert ranges.next(a, lambda left: 40) is not None
+    return ranges, a, b
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_a_lane_takes_over_only_a_range_holding_two_shards(run: Path, half: bool) -> None:
+    """The steal threshold, deterministically: a lane whose range is done takes over
+    half of the largest range only if that range holds at least two shards' worth
+    (``2 * size(0)`` attempts), so each half keeps a shard. With the other range holding
+    ``left`` attempts, a shard size of ``left`` (or ``left // 2 + 1``) is refused and
+    changes nothing; ``left // 2`` is taken."""
+    ranges, a, b = _lane_a_done(run)
+    left, b_range = ranges.left(b), (b.at, b.end)
+    assert left > 100
+    least = left // 2 + 1 if half else left
+    assert ranges.next(a, lambda uncut: least if uncut == 0 else 40) is None
+    assert (b.at, b.end) == b_range and ranges.left(a) == 0
+    assert ranges.next(a, lambda uncut: left // 2 if uncut == 0 else 40) is not None
+    assert a.end == b_range[1] and b.end == a.piece and b_range[0] < a.piece < b_range[1]
+
+
 def test_two_workers_decode_different_row_groups(tmp_path: Path, run: Path) -> None:
     """On a cluster each worker scores a range of the table: the attempts' row groups
     are decoded by one worker each, except where two ranges meet (before the lanes, the
