@@ -1,6 +1,6 @@
-"""Model agents in the world analysis: budget stops are left out of every rate and
-counted apart, and the ``harness`` table (the memory-mode comparison) is computed from
-the episode rows as documented."""
+"""Model agents in the world analysis: budget stops count as failures, with the rate
+without them and their count beside it, and the ``harness`` table (the memory-mode
+comparison) is computed from the episode rows as documented."""
 
 from __future__ import annotations
 
@@ -98,36 +98,65 @@ def model_study() -> pd.DataFrame:
     return frame(rows)
 
 
-def test_budget_stops_never_enter_a_rate_and_are_counted_apart_from_t_below_l_star():
+def test_budget_stops_count_as_failures_with_the_rate_without_them_beside_it():
     eps = model_study()
     tables = worlds.world_tables(eps, bootstrap=0)
     grid = tables["grid"].set_index("sc")
-    # the cell whose episodes all hit a limit has no rate at all (not 0: no collapse)
-    assert list(grid.index) == [5, 10, 20]
-    assert grid.loc[10, "n"] == 10 and grid.loc[10, "p"] == pytest.approx(0.8)
-    assert grid.loc[20, "n"] == 10 and grid.loc[20, "p"] == 0.0
-    # sc* between the measured cells 10 (0.8) and 20 (0.0): 10 + 0.3 / 0.8 * 10; had the
-    # budget stops at sc 15 counted as failures it would be 10 + 0.3 / 0.8 * 5
+    # every cell any agent could win has a rate; the budget stops are failures in it
+    assert list(grid.index) == [5, 10, 15, 20]
+    assert grid["n"].tolist() == [10, 14, 10, 10]
+    assert grid.loc[10, "p"] == pytest.approx(8 / 14) and grid.loc[15, "p"] == 0.0
+    # beside it: the stops per cell and the rate over the episodes that finished
+    assert grid["budget_exceeded"].tolist() == [0, 4, 10, 0]
+    assert grid["n_finished"].tolist() == [10, 10, 0, 10]
+    assert grid.loc[10, "p_finished"] == pytest.approx(0.8) and math.isnan(grid.loc[15, "p_finished"])
+    # sc* between 10 (8/14) and 15 (0): had the stops been left out, 10 + 0.3 / 0.8 * 10
     crit = tables["critical_points"].iloc[0]
-    assert crit["sc_star"] == pytest.approx(13.75)
-    assert (crit["bracket_low"], crit["bracket_high"]) == (10.0, 20.0)
-    assert set(zip(tables["cliffs"]["sc_from"], tables["cliffs"]["sc_to"], strict=True)) == {
-        (5, 10),
-        (10, 20),
-    }
-    assert len(tables["contrasts"]) == 2
+    assert crit["sc_star"] == pytest.approx(10 + 5 * (8 / 14 - 0.5) / (8 / 14))
+    assert (crit["bracket_low"], crit["bracket_high"]) == (10.0, 15.0)
+    assert len(tables["contrasts"]) == 3
     lag = tables["lags"].iloc[0]
-    assert lag["n_episodes"] == 30 and lag["n_failed"] == 12
-    assert tables["step_metrics"]["episodes"].tolist() == [10, 10, 10]
+    assert lag["n_episodes"] == 44 and lag["n_failed"] == 26
+    assert tables["step_metrics"]["episodes"].tolist() == [10, 14, 10, 10]
     ex = tables["excluded"].set_index("sc")
     assert ex["episodes"].tolist() == [10, 14, 10, 11]
     assert ex["horizon_short"].tolist() == [0, 0, 0, 1]
     # the stop that also had T < L* is counted once, under T < L*
     assert ex["budget_exceeded"].tolist() == [0, 4, 10, 0]
-    assert ex["measured"].tolist() == [10, 10, 0, 10]
-    assert (ex["measured"] == tables["grid"].set_index("sc")["n"].reindex(ex.index).fillna(0)).all()
+    assert ex["measured"].tolist() == [10, 14, 10, 10]
+    assert (ex["measured"] == grid["n"].reindex(ex.index).fillna(0)).all()
     assert ex.loc[10, "budget_detail"] == LIMIT and ex.loc[15, "budget_detail"] == LIMIT
     assert pd.isna(ex.loc[5, "budget_detail"]) and pd.isna(ex.loc[20, "budget_detail"])
+
+
+def test_the_issue_22_cell_reads_its_true_rate_not_the_survivors():
+    """Issue 22: the episodes that fail run longest and hit the budget; leaving them out
+    read a true success of 0.5 as 0.91 (n = 11). Counted as failures, the rate is 0.5,
+    and the survivors' 0.91 stays beside it."""
+    rows = [episode("m", 40, "success", n=i) for i in range(10)]
+    rows += [episode("m", 40, "failure", n=10)]
+    rows += [episode("m", 40, "budget_exceeded", n=11 + i) for i in range(9)]
+    cell = worlds.grid(frame(rows)).iloc[0]
+    assert (cell["n"], cell["successes"], cell["p"]) == (20, 10, 0.5)
+    assert (cell["budget_exceeded"], cell["n_finished"]) == (9, 11)
+    assert cell["p_finished"] == pytest.approx(10 / 11)
+    # a stop is never a success, whatever its row says
+    odd = worlds.grid(frame([episode("m", 5, "budget_exceeded", success=True)])).iloc[0]
+    assert (odd["successes"], odd["p"]) == (0, 0.0)
+
+
+def test_format_failures_are_failures_and_counted():
+    rows = [episode("m", 5, "success", n=0, memory="structured")]
+    rows += [
+        episode("m", 5, "format_failure", n=1, memory="structured", collapse_type="format"),
+        episode("m", 5, "failure", n=2, memory="structured"),
+    ]
+    tables = worlds.world_tables(frame(rows), bootstrap=0)
+    assert tables["grid"]["p"].tolist() == [pytest.approx(1 / 3)]
+    h = tables["harness"].iloc[0]
+    assert (h["format_failures"], h["measured"], h["successes"]) == (1, 3, 1)
+    st = tables["step_metrics"].iloc[0]
+    assert (st["format_collapses"], st["world_state_collapses"]) == (1, 1)
 
 
 def test_the_example_limit_of_a_cell_does_not_depend_on_row_order():
@@ -139,7 +168,7 @@ def test_the_example_limit_of_a_cell_does_not_depend_on_row_order():
     for order in (rows, rows[::-1]):
         ex = worlds.excluded(frame(order))
         assert ex["budget_detail"].tolist() == ["context 8,192"]
-        assert ex[["budget_exceeded", "measured"]].values.tolist() == [[2, 1]]
+        assert ex[["budget_exceeded", "measured"]].values.tolist() == [[2, 3]]
 
 
 def wilson(k: int, n: int) -> tuple[float, float]:
@@ -166,8 +195,8 @@ def hand_made() -> pd.DataFrame:
         }
 
     rows = [
-        # structured: 1 won, 3 lost (lags -2, +2, -1), 1 budget stop (left out of p, the
-        # Jaccard and the lags, but its calls and tokens were spent)
+        # structured: 1 won, 3 lost (lags -2, +2, -1), 1 budget stop (a failure, lag -1;
+        # left out of p_finished only)
         episode("gpt-s", 5, "success", n=0, **s, **tok(12, 1, 0, 4, 1000, 100)),
         episode("gpt-s", 5, "failure", n=1, mean_jaccard=0.5, tau_w=2.0, tau_a=4.0, **s,
                 **tok(18, 2, 1, 6, 1500, 150)),
@@ -177,7 +206,7 @@ def hand_made() -> pd.DataFrame:
                 **tok(15, 0, 0, 5, 1300, 130)),
         episode("gpt-s", 10, "budget_exceeded", n=4, mean_jaccard=0.0, tau_w=0.0, tau_a=1.0,
                 **s, **tok(7, 3, 2, 2, 5000, 900)),
-        # transcript: every episode stopped by a limit: nothing measured
+        # transcript: every episode stopped by a limit: all failures, nothing finished
         *[
             episode("gpt-t", sc, "budget_exceeded", n=5 + sc, mean_jaccard=0.2, **t,
                     **tok(4, 0, 0, 2, 9000, 50))
@@ -198,24 +227,24 @@ def test_the_harness_table_on_a_hand_made_study():
     ]
     s, t = table.iloc[0], table.iloc[1]
     assert s["prompt_version"] == "v2"
-    assert (s["episodes"], s["measured"], s["budget_exceeded"], s["horizon_short"]) == (5, 4, 1, 0)
-    assert s["successes"] == 1 and s["p"] == pytest.approx(0.25)
-    low, high = wilson(1, 4)
+    # the budget stop is measured, as a failure; p_finished leaves it out
+    assert (s["episodes"], s["measured"], s["budget_exceeded"], s["horizon_short"]) == (5, 5, 1, 0)
+    assert s["successes"] == 1 and s["p"] == pytest.approx(0.2)
+    assert s["p_finished"] == pytest.approx(0.25) and s["format_failures"] == 0
+    low, high = wilson(1, 5)
     assert s["wilson_low"] == pytest.approx(low) and s["wilson_high"] == pytest.approx(high)
-    assert (s["wilson_low"], s["wilson_high"]) == pytest.approx((0.0456, 0.6994), abs=1e-4)
     # what the harness spent, over all five episodes
     assert (s["steps"], s["calls"], s["repairs"], s["fallbacks"]) == (22, 67, 6, 3)
     assert s["calls_per_step"] == pytest.approx(67 / 22)
     assert (s["input_tokens"], s["output_tokens"]) == (10_000, 1_400)
-    # the world-state readouts, over the four measured episodes
-    assert s["mean_jaccard"] == pytest.approx((1.0 + 0.5 + 0.7 + 0.6) / 4)
-    assert (s["n_failed"], s["lag_count"]) == (3, 3)
-    assert s["share_world_first"] == pytest.approx(2 / 3)
-    assert s["mean_lag"] == pytest.approx(-1 / 3)
-    # a mode whose every episode hit a limit has no rate: NaN, never a 0 that reads as collapse
-    assert (t["episodes"], t["measured"], t["budget_exceeded"], t["successes"]) == (2, 0, 2, 0)
-    for col in ("p", "wilson_low", "wilson_high", "mean_jaccard", "share_world_first", "mean_lag"):
-        assert math.isnan(t[col]), col
+    # the world-state readouts, over the five measured episodes
+    assert s["mean_jaccard"] == pytest.approx((1.0 + 0.5 + 0.7 + 0.6 + 0.0) / 5)
+    assert (s["n_failed"], s["lag_count"]) == (4, 4)
+    assert s["share_world_first"] == pytest.approx(3 / 4)
+    assert s["mean_lag"] == pytest.approx(-2 / 4)
+    # a mode whose every episode hit a limit failed them all: 0, and nothing finished
+    assert (t["episodes"], t["measured"], t["budget_exceeded"], t["successes"]) == (2, 2, 2, 0)
+    assert t["p"] == 0.0 and math.isnan(t["p_finished"])
     assert (t["calls"], t["input_tokens"], t["calls_per_step"]) == (8, 18_000, 2.0)
 
 
@@ -259,7 +288,7 @@ def test_analyse_worlds_writes_the_harness_table_and_read_world_analysis_reads_i
     harness = read["harness"]
     assert harness["model"].tolist() == ["gpt-s", "gpt-t"]
     assert harness["budget_exceeded"].tolist() == [1, 2] and harness["calls"].tolist() == [67, 8]
-    assert math.isnan(harness["p"].iloc[1])
+    assert harness["p"].iloc[1] == 0.0 and math.isnan(harness["p_finished"].iloc[1])
     assert read["excluded"]["budget_exceeded"].sum() == 3
 
 

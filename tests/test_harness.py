@@ -385,7 +385,10 @@ def test_a_planner_that_never_answers_usably_does_noop_without_preconditions(
     rows = got.steps
     assert_scored_alike(got, want, steps=step)
     noop = rows[step]
-    assert (noop["action"], noop["action_read"], noop["fallbacks"]) == (FALLBACK_ACTION, "noop", "planner")
+    assert (noop["action"], noop["action_read"], noop["fallbacks"]) == (FALLBACK_ACTION, None, "planner")
+    # no usable action is an invalid action with its own label, never a valid noop
+    assert (noop["action_valid"], noop["error"]) == (False, "planner_fallback")
+    assert got.episode["tau_a"] == step and got.episode["first_error"] == "planner_fallback"
     assert noop["dependency_correct"] is None and noop["confidence"] is None
     assert noop["self_check_correct"] is not None  # Self-Diag still judged the noop
     if memory == "summary":  # the Planner's own state: the last valid one is kept
@@ -394,6 +397,40 @@ def test_a_planner_that_never_answers_usably_does_noop_without_preconditions(
         assert noop["state_size"] == want.steps[step]["state_size"] > 0
     assert got.episode["fallbacks"] == 1 and not got.episode["success"]  # one step short
     assert all(r["dependency_correct"] is not None for r in rows if r["step"] != step)
+
+
+@pytest.mark.parametrize("streak", [3, 1])
+def test_a_model_that_never_answers_usably_ends_as_a_format_failure(streak: int, tmp_path: Path) -> None:
+    """Issue 22: such a model read as ``world_state`` collapse with 0 invalid actions and
+    ran the whole horizon at 12 calls a step. Now each fallen-back step is an invalid
+    action, and ``fallback_streak`` of them in a row end the episode."""
+    (ep,) = episodes(["stateful_puzzle"], sc=(5,))
+    never = {(role, t) for role in ROLES_OF_MODE["structured"] for t in range(ep.spec.horizon)}
+    player = WorldAgentPlayer([ep], AGENTS["oracle"], always_bad=never)
+    settings = HarnessSettings(fallback_streak=streak)
+    with running_fake_server(player) as server, AttemptStore(tmp_path / "store.sqlite") as store:
+        got, agent = play(make_runner(server, store).attempt, ep, "oracle", settings)
+    e = got.episode
+    assert ep.spec.horizon > 3 * streak
+    assert (e["outcome"], e["success"], e["steps"]) == ("format_failure", False, streak)
+    assert e["invalid_actions"] == streak and e["first_error"] == "planner_fallback"
+    assert e["collapse_type"] == "format" and e["budget_detail"] is None
+    assert e["calls"] == streak * 3 * (1 + settings.repairs)
+    assert [r["error"] for r in got.steps] == ["planner_fallback"] * streak
+    assert agent.fallback_run == streak
+
+
+def test_a_usable_answer_resets_the_fallback_streak(tmp_path: Path) -> None:
+    (ep,) = episodes(["graph_nav"], factor=1.0)
+    assert ep.spec.horizon >= 5
+    # the Planner falls back on steps 0, 1, 3, 4: never three in a row
+    bad = {("planner", t) for t in (0, 1, 3, 4)}
+    player = WorldAgentPlayer([ep], AGENTS["oracle"], always_bad=bad)
+    with running_fake_server(player) as server, AttemptStore(tmp_path / "store.sqlite") as store:
+        got, _ = play(make_runner(server, store).attempt, ep, "oracle")
+    e = got.episode
+    assert e["outcome"] == "failure" and e["steps"] == ep.spec.horizon
+    assert [r["step"] for r in got.steps if r["error"] == "planner_fallback"] == [0, 1, 3, 4]
 
 
 def test_a_self_diag_that_never_answers_usably_gives_no_verdict(tmp_path: Path) -> None:

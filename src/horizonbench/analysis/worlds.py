@@ -2,16 +2,22 @@
 
 Each function takes the episodes table (one row per agent episode, see
 ``schemas.tables.EPISODES_SCHEMA``) and returns a DataFrame with a leading ``env``
-column, so one study can hold several environments without pooling them. Two kinds of
-episode never enter a success rate, a critical point, a cliff test, a contrast, a lag
-or the per-step metrics: those flagged ``horizon_short`` (T < L*: no agent could win)
-and those whose outcome is ``budget_exceeded`` (a model agent hit a harness limit:
-context, output tokens or wall time, which says nothing about its world model and must
-not read as collapse). :func:`excluded` counts both per cell, each under its own reason.
-A cell whose episodes were all left out has no row in :func:`grid` (no rate at all,
-rather than a rate of 0).
+column, so one study can hold several environments without pooling them. Episodes
+flagged ``horizon_short`` (T < L*: no agent could win) never enter a success rate, a
+critical point, a cliff test, a contrast, a lag or the per-step metrics. An episode
+stopped by a harness limit (``budget_exceeded``: context, output tokens or wall time)
+*is* counted, as a failure: the budget is the harness's limit and part of the protocol,
+and leaving those episodes out biased every rate upward exactly where collapse happens
+(the episodes that fail run longest and hit the budget: a scripted agent of true
+success 0.5 read 0.91). Beside each primary rate stays the rate over the episodes that
+finished by the world's rules (``p_finished``), with the count of budget stops, so a
+reader sees how much the limit weighs. A ``format_failure`` (the model wrote no usable
+action for several steps) is a failure like any other. :func:`excluded` counts both
+kinds of stop per cell. A cell whose episodes were all T < L* has no row in
+:func:`grid` (no rate at all, rather than a rate of 0).
 
-- :func:`grid`: success per (env, model, sc, dd) cell with Wilson intervals;
+- :func:`grid`: success per (env, model, sc, dd) cell with Wilson intervals, and the
+  rate without the budget stops beside it;
 - :func:`critical_points`: sc* per (env, model, dd), the first 50% crossing
   interpolated linearly along sc, with a percentile bootstrap interval;
 - :func:`cliff_table`: adjacent-cell drops with Definition 1 and the one-sided
@@ -38,7 +44,7 @@ import pandas as pd
 
 from horizonbench.analysis import phase
 
-GRID_COLUMNS = ["env", *phase.GRID_COLUMNS]
+GRID_COLUMNS = ["env", *phase.GRID_COLUMNS, "budget_exceeded", "n_finished", "p_finished"]
 CRITICAL_COLUMNS = [
     "env",
     "model",
@@ -96,6 +102,7 @@ STEP_COLUMNS = [
     "action_validity_collapses",
     "self_check_collapses",
     "compound_collapses",
+    "format_collapses",
 ]
 EXCLUDED_COLUMNS = [
     "env",
@@ -117,10 +124,12 @@ HARNESS_COLUMNS = [
     "measured",
     "horizon_short",
     "budget_exceeded",
+    "format_failures",
     "successes",
     "p",
     "wilson_low",
     "wilson_high",
+    "p_finished",
     "steps",
     "calls",
     "calls_per_step",
@@ -136,27 +145,37 @@ HARNESS_COLUMNS = [
 ]
 #: the outcome of an episode stopped by a harness limit (``harness/agent.py``)
 BUDGET_EXCEEDED = "budget_exceeded"
+#: the outcome of an episode whose model wrote no usable action for several steps
+FORMAT_FAILURE = "format_failure"
+#: collapse types counted by :func:`step_metrics` (``datasets/worlds/episode.py``)
+COLLAPSE_TYPES: tuple[str, ...] = (*phase.COLLAPSE_TYPES, "format")
 
 
 def left_out(episodes: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
-    """Two boolean masks over ``episodes``: T < L* (``horizon_short``), and stopped by a
-    harness limit while any agent could have won (``budget_exceeded`` and not
-    ``horizon_short``, so each left-out episode has exactly one reason). A table
-    without an ``outcome`` column (offline agents from before the harness) has no
-    budget stops."""
+    """Two boolean masks over ``episodes``: T < L* (``horizon_short``, left out of every
+    rate), and stopped by a harness limit while any agent could have won
+    (``budget_exceeded`` and not ``horizon_short``: counted as failures, and left out
+    only of ``p_finished``). A table without an ``outcome`` column (offline agents from
+    before the harness) has no budget stops."""
     short = episodes["horizon_short"].astype(bool)
+    return short, _budget(episodes) & ~short
+
+
+def _budget(episodes: pd.DataFrame) -> pd.Series:
     if "outcome" in episodes.columns:
-        budget = episodes["outcome"].eq(BUDGET_EXCEEDED).fillna(False).astype(bool)
-    else:
-        budget = pd.Series(False, index=episodes.index)
-    return short, budget & ~short
+        return episodes["outcome"].eq(BUDGET_EXCEEDED).fillna(False).astype(bool)
+    return pd.Series(False, index=episodes.index)
 
 
 def eligible(episodes: pd.DataFrame) -> pd.DataFrame:
-    """The episodes a success rate may count: those any agent could have won and that
-    ended by the world's rules (won, or lost), never by a harness limit."""
-    short, budget = left_out(episodes)
-    return episodes[~short & ~budget].reset_index(drop=True)
+    """The episodes a success rate counts: those any agent could have won (T >= L*),
+    budget stops included as failures (a stopped episode never succeeded)."""
+    short, _ = left_out(episodes)
+    out = episodes[~short].reset_index(drop=True)
+    if "outcome" in out.columns:  # a stop is never a success, whatever the row says
+        stopped = out["outcome"].isin([BUDGET_EXCEEDED, FORMAT_FAILURE]).fillna(False).to_numpy(bool)
+        out["success"] = out["success"].astype(bool) & ~stopped
+    return out
 
 
 def _empty(columns: list[str]) -> pd.DataFrame:
@@ -169,7 +188,26 @@ def _by_env(episodes: pd.DataFrame):
 
 
 def grid(episodes: pd.DataFrame) -> pd.DataFrame:
-    frames = [phase.phase_grid(part).assign(env=env) for env, part in _by_env(episodes)]
+    """Success per cell over the episodes T >= L* (budget stops count as failures),
+    with ``budget_exceeded`` (the cell's budget stops), ``n_finished`` and
+    ``p_finished`` (the rate over the episodes that ended by the world's rules; NaN when
+    none did) beside it."""
+    frames = []
+    for env, part in _by_env(episodes):
+        cells = phase.phase_grid(part).assign(env=env)
+        stops = part.assign(_stop=_budget(part).astype(np.int64), _win=part["success"].astype(np.int64))
+        by = stops.groupby(["model", "sc", "dd"], sort=True).agg(
+            budget_exceeded=("_stop", "sum"), _n=("_stop", "size"), _wins=("_win", "sum")
+        )
+        by = by.reset_index()
+        by["n_finished"] = by["_n"] - by["budget_exceeded"]
+        by["p_finished"] = np.where(
+            by["n_finished"] > 0, by["_wins"] / by["n_finished"].clip(lower=1), np.nan
+        )
+        cells = cells.merge(
+            by[["model", "sc", "dd", "budget_exceeded", "n_finished", "p_finished"]], how="left"
+        )
+        frames.append(cells)
     return pd.concat(frames, ignore_index=True)[GRID_COLUMNS] if frames else _empty(GRID_COLUMNS)
 
 
@@ -283,7 +321,7 @@ def step_metrics(episodes: pd.DataFrame) -> pd.DataFrame:
                     "dependency_accuracy": float(cell["dependency_accuracy"].mean()),
                     "self_check_accuracy": float(cell["self_check_accuracy"].mean()),
                     "invalid_per_episode": float(cell["invalid_actions"].mean()),
-                    **{f"{t}_collapses": int(types.get(t, 0)) for t in phase.COLLAPSE_TYPES},
+                    **{f"{t}_collapses": int(types.get(t, 0)) for t in COLLAPSE_TYPES},
                 }
             )
     return pd.DataFrame(rows, columns=STEP_COLUMNS) if rows else _empty(STEP_COLUMNS)
@@ -297,10 +335,11 @@ def _first_text(values: pd.Series) -> str | None:
 
 def excluded(episodes: pd.DataFrame) -> pd.DataFrame:
     """Per cell (env, model, sc, dd): the episodes, those left out of every rate with T
-    < L* (``horizon_short``) and those stopped by a harness limit (``budget_exceeded``,
-    counted only when not already T < L*), the ``measured`` rest (the cell's ``n`` in
-    :func:`grid`), and one of the cell's budget stop details (the first in text order)
-    as an example of the limit reached."""
+    < L* (``horizon_short``), those stopped by a harness limit (``budget_exceeded``,
+    counted only when not already T < L*; they are in the rates, as failures), the
+    ``measured`` rest (episodes - horizon_short: the cell's ``n`` in :func:`grid`), and
+    one of the cell's budget stop details (the first in text order) as an example of the
+    limit reached."""
     if episodes.empty:
         return _empty(EXCLUDED_COLUMNS)
     short, budget = left_out(episodes)
@@ -320,7 +359,7 @@ def excluded(episodes: pd.DataFrame) -> pd.DataFrame:
         budget_exceeded=("budget_exceeded", "sum"),
         budget_detail=("budget_detail", _first_text),
     ).reset_index()
-    out["measured"] = out["episodes"] - out["horizon_short"] - out["budget_exceeded"]
+    out["measured"] = out["episodes"] - out["horizon_short"]
     return out[EXCLUDED_COLUMNS]
 
 
@@ -334,18 +373,21 @@ def harness(episodes: pd.DataFrame) -> pd.DataFrame:
     memory mode (the model agents; offline agents have none, and a study without model
     agents gives an empty table).
 
-    Over the *measured* episodes (neither T < L* nor ``budget_exceeded``, the ones
-    :func:`grid` counts): successes, the success rate ``p`` with its Wilson 95% interval
-    (NaN when nothing was measured, never 0), the mean of the episodes' mean Jaccard,
-    and the lag readouts of :func:`lags` (failed episodes; ``lag_count`` of them with
-    both tau_W and tau_A, ``share_world_first`` the share of those with tau_W < tau_A,
+    Over the *measured* episodes (T >= L*, the ones :func:`grid` counts, budget stops
+    and format failures as failures): successes, the success rate ``p`` with its Wilson
+    95% interval (NaN when nothing was measured, never 0), ``p_finished`` (the rate
+    without the budget stops), the mean of the episodes' mean Jaccard, and the lag
+    readouts of :func:`lags` (failed episodes; ``lag_count`` of them with both tau_W
+    and tau_A, ``share_world_first`` the share of those with tau_W < tau_A,
     ``mean_lag`` their mean tau_W - tau_A). Over *all* the row's episodes, what the
     harness spent: steps, calls, repairs, fallbacks, input and output tokens, and
     ``calls_per_step`` = calls / steps (calls of a step a budget stop cut short count
-    too; NaN with no step).
+    too; NaN with no step); ``format_failures`` counts the episodes ended for writing
+    no usable action.
 
-    Read ``p`` next to ``budget_exceeded``: a mode that hits limits on the hardest
-    worlds is measured on the easier ones only.
+    Read ``p`` next to ``budget_exceeded`` and ``p_finished``: a mode that hits limits
+    on the hardest worlds loses those episodes, and ``p_finished`` says what it won of
+    the rest.
     """
     if "memory" not in episodes.columns:
         return _empty(HARNESS_COLUMNS)
@@ -355,10 +397,12 @@ def harness(episodes: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (env, model, memory), part in models.groupby(["env", "model", "memory"], sort=True):
         short, budget = left_out(part)
-        measured = part[~short & ~budget]
+        measured = eligible(part)
         n = len(measured)
         k = int(measured["success"].astype(bool).sum())
         low, high = phase.wilson_interval(k, n)
+        finished = n - int(budget.sum())
+        fmt = int(part["outcome"].eq(FORMAT_FAILURE).sum()) if "outcome" in part else 0
         lag = phase.lag_distribution(measured)
         steps = int(part["steps"].sum())
         calls = int(part["calls"].sum())
@@ -372,10 +416,12 @@ def harness(episodes: pd.DataFrame) -> pd.DataFrame:
                 "measured": n,
                 "horizon_short": int(short.sum()),
                 "budget_exceeded": int(budget.sum()),
+                "format_failures": fmt,
                 "successes": k,
                 "p": k / n if n else math.nan,
                 "wilson_low": float(low),
                 "wilson_high": float(high),
+                "p_finished": k / finished if finished else math.nan,
                 "steps": steps,
                 "calls": calls,
                 "calls_per_step": calls / steps if steps else math.nan,

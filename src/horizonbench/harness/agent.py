@@ -21,7 +21,13 @@ Untrusted answers. Each answer is read by :mod:`horizonbench.harness.outputs`. A
 unusable one is sent back with what is wrong, at most ``repairs`` times; after that a
 deterministic fallback applies and is recorded as an event: the Updater keeps the last
 valid state, the Planner's action becomes ``noop`` with no declared preconditions, the
-Self-Diag gives no verdict. An agent never silently ends up with an empty state.
+Self-Diag gives no verdict. An agent never silently ends up with an empty state. A step
+whose Planner fell back is marked (``AgentStep.fell_back``): the runner scores it as an
+invalid action labelled ``planner_fallback`` (the model chose no action; a ``noop`` that
+counted as valid made a model that never answers usably look like a world-state
+collapse). After ``fallback_streak`` consecutive such steps the episode ends with the
+outcome ``format_failure`` (:class:`NoUsableAnswers`) instead of running the whole
+horizon at up to 3 x (1 + repairs) calls a step.
 
 Budgets. Per call, the prompt must fit the model's context with ``max_tokens`` to
 spare, and the output a memory call must write (the observed state, at
@@ -74,6 +80,13 @@ class BudgetExceeded(AgentStopped):
     outcome = "budget_exceeded"
 
 
+class NoUsableAnswers(AgentStopped):
+    """The Planner fell back on ``fallback_streak`` consecutive steps: the model is not
+    writing usable answers, and the episode ends as a format failure."""
+
+    outcome = "format_failure"
+
+
 class CallFailed(Exception):
     """A call got no answer after the engine's retries; the episode stays unfinished."""
 
@@ -99,10 +112,14 @@ class HarnessSettings:
     summary_words: int = 150
     #: characters per token for the size checks (fixed, so decisions are reproducible)
     chars_per_token: float = 4.0
+    #: consecutive steps with a Planner fallback that end the episode (format_failure)
+    fallback_streak: int = 3
 
     def __post_init__(self) -> None:
         if self.memory not in P.MEMORY_MODES:
             raise ValueError(f"memory: {self.memory!r} is not one of {', '.join(P.MEMORY_MODES)}")
+        if isinstance(self.fallback_streak, bool) or self.fallback_streak < 1:
+            raise ValueError(f"fallback_streak: must be a positive integer, got {self.fallback_streak!r}")
 
     @property
     def calls_per_step(self) -> int:
@@ -160,6 +177,8 @@ class HarnessAgent:
         self.wall_s = 0.0
         self.events: list[Event] = []
         self.budget_detail: str | None = None
+        #: the steps in a row, up to now, whose Planner fell back
+        self.fallback_run = 0
         self._log = _StepLog()
 
     # --- the Agent protocol ---------------------------------------------------------
@@ -176,6 +195,11 @@ class HarnessAgent:
         self.step = 0
 
     def act(self, observation: Observation) -> AgentStep:
+        if self.fallback_run >= self.settings.fallback_streak:
+            raise NoUsableAnswers(
+                f"the Planner fell back on {self.fallback_run} consecutive steps "
+                f"({self.step - self.fallback_run} to {self.step - 1}): no usable answer"
+            )
         if self._pending is not None:
             self.history.append(P.Exchange(self._pending, observation))
         last = self.history[-1] if self.history else None
@@ -196,6 +220,7 @@ class HarnessAgent:
             ),
             PlannerOutput if mode == "structured" else PlannerStateOutput,
         )
+        self.fallback_run = self.fallback_run + 1 if plan is None else 0
         if plan is None:
             action, pre, self._log.confidence = FALLBACK_ACTION, None, None
         else:
@@ -216,6 +241,7 @@ class HarnessAgent:
             state=self.state if mode == "structured" else self.belief,
             preconditions=pre,
             expects_valid=None if verdict is None else verdict.valid,
+            fell_back=plan is None,
         )
 
     # --- what the episode runner records --------------------------------------------

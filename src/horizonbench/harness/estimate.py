@@ -13,6 +13,13 @@ grows by one observation per step, so its steps are summed. Two figures per epis
   output-token budget (an episode stops at its first call once the budget is spent, so
   it can overrun by at most one call's answers).
 
+A third figure, *at the horizon*: the output of an agent that writes the expected
+answers for all T steps (an agent that does not win early runs until T). When it exceeds
+the episode's output-token budget, the episodes that fail would stop as
+``budget_exceeded`` (counted as failures): :func:`estimate_agent` lists those cells and
+:func:`format_world_estimate` warns about each, so the budget can be raised before any
+call is paid for.
+
 The cost of the ceiling is an upper bound for a budget (``evaluation.budget_usd``) as
 long as the model's memory stays about the size of the world's state: the prompts are
 sized with the observed state as the memory, so a model that writes a much larger state
@@ -51,6 +58,11 @@ class EpisodeEstimate:
     output_tokens_max: int
     #: the first step's largest prompt in tokens (with max_tokens, must fit the context)
     largest_prompt: int
+    #: the expected output of all T steps (an episode that is not won runs until T)
+    output_tokens_at_horizon: int = 0
+    #: the episode's cell, for the per-cell budget warning
+    cell: tuple[str, int, int] = ("", 0, 0)
+    horizon: int = 0
 
 
 def _chars(messages: Any) -> int:
@@ -121,7 +133,36 @@ def estimate_episode(ep: EpisodeSpec, s: HarnessSettings) -> EpisodeEstimate:
         input_tokens_max=math.ceil((tries * input_chars(T) + T * calls_step * repairs_chars) / tok),
         output_tokens_max=out_max,
         largest_prompt=math.ceil(max(memory_prompt, planner_prompt, selfdiag_prompt) / tok),
+        output_tokens_at_horizon=math.ceil(T * per_step_out / tok),
+        cell=(ep.env, ep.spec.sc, ep.spec.dd),
+        horizon=T,
     )
+
+
+def over_budget_cells(ests: list[EpisodeEstimate], budget: int) -> list[dict[str, Any]]:
+    """Per cell (env, sc, dd), in order, the episodes whose expected output at T steps
+    exceeds the episode budget: how many of the cell's, the most one needs, and the
+    longest horizon. Empty when every episode fits."""
+    cells: dict[tuple[str, int, int], list[EpisodeEstimate]] = {}
+    for e in ests:
+        cells.setdefault(e.cell, []).append(e)
+    out = []
+    for (env, sc, dd), part in sorted(cells.items()):
+        over = [e for e in part if e.output_tokens_at_horizon > budget]
+        if over:
+            out.append(
+                {
+                    "env": env,
+                    "sc": sc,
+                    "dd": dd,
+                    "episodes": len(part),
+                    "over": len(over),
+                    "most_tokens": max(e.output_tokens_at_horizon for e in over),
+                    "horizon": max(e.horizon for e in over),
+                    "budget": budget,
+                }
+            )
+    return out
 
 
 def estimate_agent(
@@ -130,7 +171,8 @@ def estimate_agent(
     """Totals over a study's episodes for one model agent."""
     ests = [estimate_episode(ep, s) for ep in episodes]
     n = max(1, len(ests))
-    total = {k: sum(getattr(e, k) for e in ests) for k in EpisodeEstimate.__slots__}  # type: ignore[attr-defined]
+    summed = ("calls", "input_tokens", "output_tokens", "calls_max", "input_tokens_max", "output_tokens_max")
+    total = {k: sum(getattr(e, k) for e in ests) for k in summed}
     over = sum(1 for e in ests if context is not None and e.largest_prompt + s.max_tokens > context)
     return {
         "episodes": len(ests),
@@ -147,6 +189,7 @@ def estimate_agent(
         "cost_usd": price.cost(total["input_tokens"], total["output_tokens"]),
         "cost_usd_max": price.cost(total["input_tokens_max"], total["output_tokens_max"]),
         "over_context": over,
+        "over_budget_cells": over_budget_cells(ests, s.episode_output_tokens),
     }
 
 
@@ -183,4 +226,20 @@ def format_world_estimate(rows: list[dict[str, Any]]) -> str:
         f"world study: about {calls:,} calls and {cost:.2f} USD if every episode takes L* steps; "
         f"at most {cost_max:.2f} USD; nothing was sent"
     )
+    lines.extend(budget_warnings(rows))
     return "\n".join(lines)
+
+
+def budget_warnings(rows: list[dict[str, Any]]) -> list[str]:
+    """One warning per agent and cell whose episodes would outrun the output budget at T."""
+    out = []
+    for r in rows:
+        for c in r.get("over_budget_cells", ()):
+            out.append(
+                f"warning: {r['agent']} at {c['env']} sc={c['sc']} dd={c['dd']}: {c['over']} of "
+                f"{c['episodes']} episodes would write about {c['most_tokens']:,} output tokens in "
+                f"T = {c['horizon']} steps, above the episode budget of {c['budget']:,} "
+                "(worlds.harness.episode_output_tokens): an episode not won by then stops as "
+                "budget_exceeded, counted as a failure"
+            )
+    return out

@@ -346,8 +346,9 @@ def phase_diagram_svg(
     interpolation between the two cells around it, as it was computed.
 
     With the ``excluded`` table, cells where episodes hit a harness limit say how many
-    ("+k limit"); a cell where every episode did stays blank with "harness limit" and
-    its count: it has no success rate, and must not read as a collapse to 0.
+    of their n did ("k at limit"): those count as failures in the rate. A cell with only
+    such episodes and no rate (from a table written before they counted) stays blank
+    with "harness limit" and its count.
     """
     name = f"phase-{env}"
     rows = grid[grid["env"] == env]
@@ -376,7 +377,7 @@ def phase_diagram_svg(
                 colour = "black" if r.p > 0.6 else "white"
                 label = f"{r.p:.2f}\nn={r.n}"
                 if (r.sc, r.dd) in stopped:
-                    label += f"\n+{stopped.pop((r.sc, r.dd))} limit"
+                    label += f"\n{stopped.pop((r.sc, r.dd))} at limit"
                 ax.text(x, y, label, ha="center", va="center", fontsize=6.5, color=colour)
             for (sc, dd), k in stopped.items():
                 ax.text(

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from horizonbench.core.errors import ConfigError
+from horizonbench.core.hazard import DEFAULT_CAP, PlantedTruth, complete_mix, usable_share
 from horizonbench.core.registry import SETTING_SEPARATOR
 from horizonbench.schemas.prices import Price, price_for
 
@@ -117,15 +118,29 @@ class GenerationSettings(_Strict):
     max_tokens: int = Field(default=8192, ge=1)
 
 
+#: the answer styles of offline models (horizonbench.core.hazard.ANSWER_STYLES)
+AnswerStyle = Literal["plain", "reasoning", "draft", "fenced", "json", "recap", "cut", "refusal"]
+
+
 class ModelSpec(_Strict):
     """One model to evaluate. ``name`` labels it in every table and in the report."""
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:@/+-]+$")
     provider: Literal["offline", "openai", "anthropic", "openai_compatible"]
-    #: offline baselines: oracle | noisy | random
-    kind: Literal["oracle", "noisy", "random"] | None = None
-    #: per-step error probability of the ``noisy`` baseline
+    #: offline baselines: oracle | noisy | random | rising (a simulated model whose
+    #: per-step error rises with the step index; see horizonbench.core.hazard)
+    kind: Literal["oracle", "noisy", "random", "rising"] | None = None
+    #: per-step error probability of the ``noisy`` baseline; the first step's for ``rising``
     eps: float | None = Field(default=None, ge=0.0, lt=1.0)
+    #: ``rising``: how the error of step i (from 1) grows: linear eps*(1 + rate*(i-1)),
+    #: or exponential eps*(1 + rate)^(i-1); each step's capped at ``eps_cap``
+    rise: Literal["linear", "exponential"] | None = None
+    rate: float | None = Field(default=None, gt=0.0, le=100.0)
+    #: ``rising``: the most any step's error reaches (below 1); default 0.9
+    eps_cap: float | None = Field(default=None, gt=0.0, lt=1.0)
+    #: offline models: shares of answer styles (plain, reasoning, draft, fenced, json,
+    #: recap, cut, refusal), summing to at most 1; ``plain`` takes the rest. Unset: plain
+    styles: dict[AnswerStyle, float] | None = None
     #: provider's model identifier, e.g. "gpt-4.1-mini"
     model: str | None = None
     base_url: str | None = None
@@ -178,13 +193,45 @@ class ModelSpec(_Strict):
             return self.tpm_counts == "requested"
         return self.provider == "openai"
 
+    def truth(self) -> PlantedTruth | None:
+        """The planted truth of a simulated offline model (``noisy``: a constant error,
+        ``rising``: a rising one; both scaled by the share of usable answer styles), or
+        None for any other model. The calibration suite compares analyses with it."""
+        if self.provider != "offline" or self.kind not in ("noisy", "rising") or self.eps is None:
+            return None
+        usable = usable_share(self.styles)
+        if self.kind == "noisy":
+            return PlantedTruth(eps=float(self.eps), usable=usable)
+        return PlantedTruth(
+            eps=float(self.eps),
+            shape=self.rise or "linear",
+            rate=float(self.rate or 0.0),
+            cap=float(self.eps_cap if self.eps_cap is not None else DEFAULT_CAP),
+            usable=usable,
+        )
+
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
+        if self.kind != "rising":
+            for name in ("rise", "rate", "eps_cap"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: only the 'rising' kind uses it (kind is {self.kind!r})")
+        if self.styles is not None:
+            if self.provider != "offline":
+                raise ValueError("styles: only offline models write styled answers")
+            complete_mix(self.styles)  # the shares: one line naming the style
         if self.provider == "offline":
             if self.kind is None:
-                raise ValueError("offline models need 'kind' (oracle, noisy or random)")
+                raise ValueError("offline models need 'kind' (oracle, noisy, random or rising)")
             if self.kind == "noisy" and self.eps is None:
                 raise ValueError("the noisy baseline needs 'eps'")
+            if self.kind == "rising":
+                for name in ("eps", "rise", "rate"):
+                    if getattr(self, name) is None:
+                        raise ValueError(f"{name}: the rising model needs it")
+                cap = self.eps_cap if self.eps_cap is not None else DEFAULT_CAP
+                if self.eps is not None and cap < self.eps:
+                    raise ValueError(f"eps_cap: {cap} is below eps ({self.eps}); the error only rises")
         else:
             if not self.model:
                 raise ValueError(f"provider {self.provider!r} needs 'model'")
@@ -252,14 +299,23 @@ class AnalysisSpec(_Strict):
 
 
 class WorldAgentSpec(_Strict):
-    """An agent of a world study: an offline ``oracle`` (perfect memory) or ``bounded``
-    (working memory of ``capacity`` entities; see datasets/worlds/agents.py), or a
+    """An agent of a world study: an offline ``oracle`` (perfect memory), ``bounded``
+    (working memory of ``capacity`` entities), ``decaying`` (its memory scrambles at a
+    per-step hazard growing with sc beyond ``capacity``, ``rate`` per extra entity, and
+    its actions fail ``lead`` steps later: a planted tau_W - tau_A lag; see
+    datasets/worlds/agents.py), ``unusable`` (the real harness over an offline model
+    whose answers are unusable at ``rate`` per step and role; harness/offline.py), or a
     ``model``: an entry of ``evaluation.models`` playing through the three-call harness
     (harness/agent.py) with the given ``memory`` mode."""
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:@/+-]+$")
-    kind: Literal["oracle", "bounded", "model"]
+    kind: Literal["oracle", "bounded", "decaying", "unusable", "model"]
     capacity: int | None = Field(default=None, ge=1, le=10_000)
+    #: kind decaying: the per-step chance that one entity beyond capacity scrambles its
+    #: memory; kind unusable: the chance that a call's answers are all unusable
+    rate: float | None = Field(default=None, ge=0, le=1)
+    #: kind decaying: steps from the scrambled memory to the first wrong action
+    lead: int | None = Field(default=None, ge=0, le=10_000)
     #: kind model: the ``name`` of an ``evaluation.models`` entry
     model: str | None = None
     #: kind model: what the Planner remembers between steps
@@ -267,11 +323,21 @@ class WorldAgentSpec(_Strict):
 
     @model_validator(mode="after")
     def _capacity(self) -> WorldAgentSpec:
-        if self.kind == "bounded" and self.capacity is None:
-            raise ValueError("the bounded agent needs 'capacity'")
+        if self.kind in ("bounded", "decaying") and self.capacity is None:
+            raise ValueError(f"the {self.kind} agent needs 'capacity'")
         # the messages name the field, so the error's dotted path ends at it
-        if self.kind != "bounded" and self.capacity is not None:
-            raise ValueError(f"capacity: the {self.kind} agent takes no 'capacity' (bounded agents do)")
+        if self.kind not in ("bounded", "decaying") and self.capacity is not None:
+            raise ValueError(
+                f"capacity: the {self.kind} agent takes no 'capacity' (bounded and decaying agents do)"
+            )
+        if self.kind in ("decaying", "unusable") and self.rate is None:
+            raise ValueError(f"the {self.kind} agent needs 'rate'")
+        if self.kind not in ("decaying", "unusable") and self.rate is not None:
+            raise ValueError(f"rate: the {self.kind} agent takes no 'rate' (decaying and unusable agents do)")
+        if self.kind == "decaying" and self.lead is None:
+            raise ValueError("the decaying agent needs 'lead'")
+        if self.kind != "decaying" and self.lead is not None:
+            raise ValueError(f"lead: the {self.kind} agent takes no 'lead' (decaying agents do)")
         if self.kind == "model" and self.model is None:
             raise ValueError("model: a model agent names an evaluation.models entry")
         if self.kind != "model" and (self.model is not None or self.memory is not None):
@@ -298,6 +364,9 @@ class HarnessSpec(_Strict):
     summary_words: int = Field(default=150, ge=10, le=5000)
     #: characters per token for the prompt-size and output-size checks
     chars_per_token: float = Field(default=4.0, gt=0, le=20)
+    #: consecutive steps whose Planner fell back (no usable action after the repairs)
+    #: that end an episode as ``format_failure``
+    fallback_streak: int = Field(default=3, ge=1, le=1000)
 
 
 _AXES = ("horizon", "branching", "observation", "mutation")

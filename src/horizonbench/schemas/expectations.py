@@ -151,9 +151,9 @@ def scores_suite(violations: tuple[str, ...]) -> Suite:
 WORLD_ENVS = ["stateful_puzzle", "graph_nav", "tool_dag"]
 _OBSERVATIONS = ["clean", "partial", "distractor", "conflict"]
 _MUTATIONS = ["static", "low", "medium", "high"]
-_OUTCOMES = ["success", "failure", "budget_exceeded"]
+_OUTCOMES = ["success", "failure", "budget_exceeded", "format_failure"]
 _MEMORY_MODES = ["structured", "summary", "transcript"]
-_COLLAPSE_TYPES = ["world_state", "action_validity", "self_check", "compound"]
+_COLLAPSE_TYPES = ["world_state", "action_validity", "self_check", "compound", "format"]
 
 
 def episodes_suite(models: list[str]) -> Suite:

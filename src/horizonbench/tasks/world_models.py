@@ -63,6 +63,7 @@ def harness_settings(cfg: Config, agent: WorldAgentSpec) -> HarnessSettings:
         repairs=h.repairs,
         summary_words=h.summary_words,
         chars_per_token=h.chars_per_token,
+        fallback_streak=h.fallback_streak,
     )
 
 

@@ -31,13 +31,28 @@ WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
 
 
 def agent_specs(cfg: Config) -> list[AgentSpec]:
-    """The study's offline agents (model agents play in tasks/world_models.py)."""
+    """The study's offline agents (model agents play in tasks/world_models.py). The
+    ``unusable`` agent plays through the harness with the study's harness limits."""
     assert cfg.worlds is not None
-    return [
-        AgentSpec(a.name, a.kind, {} if a.capacity is None else {"capacity": a.capacity})
-        for a in cfg.worlds.agents
-        if a.kind != "model"
-    ]
+    h = cfg.worlds.harness
+    harness = {
+        "episode_output_tokens": h.episode_output_tokens,
+        "episode_wall_s": h.episode_wall_s,
+        "repairs": h.repairs,
+        "chars_per_token": h.chars_per_token,
+        "fallback_streak": h.fallback_streak,
+    }
+    specs = []
+    for a in cfg.worlds.agents:
+        if a.kind == "model":
+            continue
+        params: dict[str, Any] = {
+            k: v for k, v in (("capacity", a.capacity), ("rate", a.rate), ("lead", a.lead)) if v is not None
+        }
+        if a.kind == "unusable":
+            params["harness"] = harness
+        specs.append(AgentSpec(a.name, a.kind, params))
+    return specs
 
 
 @task(name="world-episodes", cache_policy=NONE)

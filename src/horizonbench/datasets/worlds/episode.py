@@ -12,6 +12,10 @@ the action, and records what happened. Appendix G's per-step metrics:
   state into an empty one silently);
 - ``action_valid`` and ``error``: from the environment's gold check (an action text
   that does not parse is invalid and labelled ``unknown_action`` by the environment);
+  a step whose agent wrote no usable action at all (``AgentStep.fell_back``: the
+  harness's Planner fallback) is executed as no action and is invalid with the label
+  ``planner_fallback``, so a model that never answers usably is never scored as one
+  that acted validly;
 - ``consistent``: the agent's state breaks none of the world's invariants (an item in
   two places...);
 - ``dependency_correct``: the declared preconditions equal the action's gold
@@ -19,14 +23,20 @@ the action, and records what happened. Appendix G's per-step metrics:
 - ``self_check_correct``: the agent's validity verdict equals the gold one, null when
   it gave none.
 
-Per episode: the outcome (``success``, ``failure``, or the agent's own stop such as
-``budget_exceeded``, which says nothing about the agent's world model and is kept
-apart from failures), success, steps, ``tau_W`` and ``tau_A`` on the same 0-based step index,
+Per episode: the outcome (``success``, ``failure``, or the agent's own stop:
+``budget_exceeded``, a harness limit, or ``format_failure``, the model wrote no usable
+action for several steps in a row; neither is a success, and the analysis counts both
+as failures), success, steps, ``tau_W`` and ``tau_A`` on the same 0-based step index,
 their lag, collapse onset (the first bad step opening a 3-of-next-5 window, a bad step
 being invalid, inconsistent or dependency-wrong) and the collapse type, using
 :mod:`horizonbench.analysis.phase`; for the type, a step's world state is bad when it is
 inconsistent or its Jaccard is below 1/2, and its action is bad when it is invalid or
 its declared preconditions are wrong (a wrongly justified action is a planning error).
+A step where the harness fell back (Planner or memory call: the model's answer was
+unusable, so neither its state nor its action says anything about its world model) is
+a *format* signal instead: the type is ``format`` when the episode ended as a
+``format_failure`` or when fallen-back steps alone fill the onset window's k, and a
+Planner fallback never counts as an action error in the other types.
 
 An agent that calls a model (the harness) also has ``step_info()`` and
 ``episode_info()``: calls, repairs, fallbacks, tokens, memory mode, prompt version,
@@ -60,6 +70,16 @@ from horizonbench.datasets.worlds.base import (
 UNREADABLE: Action = ("unreadable_action",)
 #: per-step action texts are cut to this length in the steps table
 MAX_ACTION_CHARS = 200
+#: the error label of a step whose agent wrote no usable action (the harness fell back)
+FALLBACK_ERROR = "planner_fallback"
+#: the outcome of an episode the agent ended for writing no usable action
+FORMAT_FAILURE = "format_failure"
+#: the collapse types of world episodes: the analysis's four, and ``format`` (the
+#: model's answers were unusable, see the module docstring)
+COLLAPSE_TYPES: tuple[str, ...] = (*phase.COLLAPSE_TYPES, "format")
+#: the harness roles whose fallback makes a step a format signal (not Self-Diag: its
+#: verdict never gates the action)
+_FORMAT_ROLES = frozenset({"planner", "updater", "summary"})
 
 #: what an agent without ``step_info`` / ``episode_info`` (an offline agent) records
 #: in the columns the harness fills: no calls, no memory mode
@@ -142,8 +162,9 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
             fidelity = jaccard(believed, known)
             consistent = not env.invariant_violations(believed)
         text = move.action if isinstance(move.action, str) else ""
+        fell_back = bool(getattr(move, "fell_back", False))
         try:
-            action = parse_action(text)
+            action = UNREADABLE if fell_back else parse_action(text)
         except BadText:
             action = UNREADABLE
         gold_pre = env.preconditions(action)
@@ -163,7 +184,7 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
                 "action": text[:MAX_ACTION_CHARS],
                 "action_read": format_action(action) if action != UNREADABLE else None,
                 "action_valid": bool(result.valid),
-                "error": result.error,
+                "error": FALLBACK_ERROR if fell_back else result.error,
                 "jaccard": float(fidelity),
                 "state_size": -1 if move.state is None else len(move.state),
                 "gold_size": len(known),
@@ -182,8 +203,9 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
         if result.done:
             success = bool(result.success)
             break
-    row = _episode_row(ep, task, agent.name, eid, success, rows)
-    row["outcome"] = stopped or ("success" if success else "failure")
+    outcome = stopped or ("success" if success else "failure")
+    row = _episode_row(ep, task, agent.name, eid, success, rows, outcome)
+    row["outcome"] = outcome
     episode_info = getattr(agent, "episode_info", None)
     row.update({**EPISODE_INFO_DEFAULTS, **(episode_info() if episode_info else {})})
     return EpisodeResult(row, rows)
@@ -193,8 +215,42 @@ def _nan(value: int | None) -> float:
     return math.nan if value is None else float(value)
 
 
+def _format_bad(rows: list[dict[str, Any]]) -> np.ndarray:
+    """Per step: the harness fell back on the Planner or the memory call."""
+    return np.array(
+        [bool(_FORMAT_ROLES.intersection(str(r.get("fallbacks") or "").split(","))) for r in rows],
+        dtype=bool,
+    )
+
+
+def _collapse_type(
+    world_bad: np.ndarray,
+    action_bad: np.ndarray,
+    self_bad: np.ndarray | None,
+    format_bad: np.ndarray,
+    onset: int | None,
+    outcome: str,
+) -> str | None:
+    """The collapse type (module docstring): ``format`` for an episode ended as a
+    format failure or whose onset window holds k fallen-back steps; otherwise the
+    analysis's rule on the steps' other signals."""
+    if outcome == FORMAT_FAILURE:
+        return "format"
+    if onset is None:
+        return None
+    if int(format_bad[onset : onset + phase.ONSET_WINDOW].sum()) >= phase.ONSET_K:
+        return "format"
+    return phase.collapse_type(world_bad, action_bad, self_bad, onset=onset)
+
+
 def _episode_row(
-    ep: EpisodeSpec, task: Task, model: str, eid: str, success: bool, rows: list[dict[str, Any]]
+    ep: EpisodeSpec,
+    task: Task,
+    model: str,
+    eid: str,
+    success: bool,
+    rows: list[dict[str, Any]],
+    outcome: str = "failure",
 ) -> dict[str, Any]:
     R = np.array([r["jaccard"] for r in rows], dtype=float)
     valid = np.array([r["action_valid"] for r in rows], dtype=bool)
@@ -208,8 +264,9 @@ def _episode_row(
     self_bad = (
         np.array([c is False for c in checks], dtype=bool) if any(c is not None for c in checks) else None
     )
-    ctype = (
-        phase.collapse_type(world_bad, ~valid | ~dep, self_bad, onset=onset) if onset is not None else None
+    fell_back = np.array([r["error"] == FALLBACK_ERROR for r in rows], dtype=bool)
+    ctype = _collapse_type(
+        world_bad, (~valid & ~fell_back) | ~dep, self_bad, _format_bad(rows), onset, outcome
     )
     spec = ep.spec
     errors: dict[str, int] = {}
