@@ -61,3 +61,72 @@ def test_an_existing_cluster_gives_the_same_bytes(tmp_path):
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         remote = _table_bytes(tmp_path, workers=1, shard_size=40, address=cluster.scheduler_address)
     assert remote == local
+
+
+# --- per-attempt seeds --------------------------------------------------------------------
+
+
+def _seed_config(samples: int):
+    """Two offline models, a maze answered as whole plans and Hanoi step by step."""
+    from horizonbench.schemas.config import parse_config
+
+    sampling = {"bins": {"min": 1, "max": 40, "width": 40, "per_bin": 3}}
+    return parse_config(
+        {
+            "run": {"name": "seeds", "seed": 11},
+            "families": {
+                "maze": {"params": SPEC["params"], "sampling": sampling},
+                "hanoi": {"params": {"ns": [2, 3]}, "sampling": sampling, "modes": ["rollout"]},
+            },
+            "evaluation": {
+                "samples": samples,
+                "models": [
+                    {"name": "oracle", "provider": "offline", "kind": "oracle"},
+                    {"name": "noisy", "provider": "offline", "kind": "noisy", "eps": 0.1},
+                ],
+            },
+        }
+    )
+
+
+def _hanoi_rows() -> list[dict]:
+    from horizonbench.core.registry import get_family
+
+    hanoi = get_family("hanoi")
+    params = hanoi.params_model.model_validate({"ns": [2, 3]})
+    cands = [hanoi.generate_candidate(params, 1000 + i, i) for i in range(3)]
+    return [c.row for c in cands if c.row is not None]
+
+
+def test_every_sample_of_every_instance_gets_its_own_seed():
+    """The seeds of whole-plan requests and of rollout steps are distinct for every
+    (model, instance, sample) and step: one seed shared by an instance's samples would
+    make its n answers one answer n times, which only a slow statistical test would
+    notice. The same config gives the same seeds again."""
+    import numpy as np
+
+    from horizonbench.core.types import Completion
+    from horizonbench.tasks.evaluate import build_conversations, build_requests
+
+    cfg = _seed_config(samples=4)
+    rows = [{"instance_id": f"maze-{i}", "family": "maze"} for i in range(3)]
+    hanoi = _hanoi_rows()
+    assert len(hanoi) == 3
+    prompted = [("maze", "plan", row, ()) for row in rows] + [("hanoi", "rollout", row, ()) for row in hanoi]
+    plan_seeds: dict[tuple, int] = {}
+    step_seeds: dict[tuple, int] = {}
+    for model in ("oracle", "noisy"):
+        requests = build_requests(cfg, prompted, model)
+        assert [r.seed for r in requests] == [r.seed for r in build_requests(cfg, prompted, model)]
+        for r in requests:
+            plan_seeds[model, r.instance_id, r.sample] = r.seed
+        for conv in build_conversations(cfg, prompted, model):
+            request = conv.first()
+            while request is not None:  # the oracle's answers, step by step
+                step_seeds[model, request.instance_id, request.sample, request.turn] = request.seed
+                state = conv.family.puzzle.format_state(conv.episode.state)
+                text = conv.family.offline_step(conv.row, state, "oracle", np.random.default_rng(0), 0.0)
+                request = conv.next(Completion(text, "stop"))
+    assert len(plan_seeds) == 2 * 3 * 4 and len(set(plan_seeds.values())) == len(plan_seeds)
+    steps = 2 * 4 * sum(row["solution_length"] for row in hanoi)
+    assert len(step_seeds) >= steps and len(set(step_seeds.values())) == len(step_seeds)
