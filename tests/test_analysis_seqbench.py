@@ -539,7 +539,7 @@ _TABLES = {
 _S, _I, _F = pa.string(), pa.int64(), pa.float64()
 _ARROW = {
     "progress_distribution": [_S, _F, _F, _I, _F],
-    "first_violation_by_length": [_S, _I, _I, _I, _F, _F, _F, _F, _F],
+    "first_violation_by_length": [_S, _I, _I, _I, *[_F] * 16],
     "violations_by_length": [_S, _I, _S, _S, _I, _I, _F],
     "instance_progress": [_S, _S, _I, _I, _F, _F],
     "model_pairs": [_S, _S, _I, _F, _F, _F, _I, _I, _I, _I, _S, _I, _F],

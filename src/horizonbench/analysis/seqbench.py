@@ -18,7 +18,8 @@ on a million rows.
 Tables:
 
 * :func:`progress_distribution` -- seqBench's progress-ratio distributions;
-* :func:`first_violation_by_length` -- Figure 10's "leftward shift" of the first error;
+* :func:`first_violation_by_length` -- Figure 10: the first error's step against L, beside
+  the constant-rate expectation, with a calibrated test of a rising per-step hazard;
 * :func:`violations_by_length` -- violation types (and seqBench categories) per L bin;
 * :func:`instance_progress` and :func:`model_pairs` -- Figure 13's performance
   inversions between models on shared instances;
@@ -32,6 +33,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+from horizonbench.analysis.hazard import expected_first_step, hazard_trend
 from horizonbench.analysis.summary import NO_VIOLATION, _category, _empty, _float
 
 #: one row per (model, bin), 11 bins a model: ``[bin_low, bin_high)`` for the ten equal
@@ -48,6 +50,17 @@ FIRST_VIOLATION_BY_LENGTH_COLUMNS = [
     "relative_position_q25",
     "relative_position_q75",
     "first_violation_step_mean",
+    "first_violation_step_median",
+    "first_violation_step_q25",
+    "first_violation_step_q75",
+    "expected_step_mean",
+    "expected_step_median",
+    "expected_step_q25",
+    "expected_step_q75",
+    "constant_eps",
+    "hazard_slope",
+    "hazard_slope_low",
+    "hazard_slope_high",
 ]
 #: one row per (model, L bin, violation); successes are the violation ``"none"``
 VIOLATIONS_BY_LENGTH_COLUMNS = ["model", "L", "violation", "category", "count", "attempts", "share"]
@@ -308,6 +321,18 @@ def first_violation_by_length(scores: pd.DataFrame, groups: int = 4) -> pd.DataF
     model so they compare. ``L_low``/``L_high`` are inclusive. Only (model, range) pairs
     with at least one such attempt get a row; quantiles interpolate linearly.
     Rows: models by name, ranges from low to high.
+
+    **On the paper's axis** (issue 22): the relative position falls with L under a
+    constant per-step error too (the first violation's absolute step is then geometric,
+    truncated at L, the same at every L), so the table also gives the absolute step
+    (``first_violation_step_median``/``_q25``/``_q75``) beside what a constant rate
+    predicts for the same attempts (``expected_step_*``: :func:`hazard.expected_first_step`
+    over the range's attempts, successes included, at the model's ``constant_eps``), and
+    per model (repeated on each of its rows) the test of a hazard rising along the plan
+    (:func:`hazard.hazard_trend` over all the model's attempts with a success or a located
+    violation: ``hazard_slope`` in log-odds per ``hazard.STEP_UNIT`` steps, with its 95%
+    interval; "rising" when ``hazard_slope_low > 0``). Failed attempts without a located
+    violation are left out of the test.
     """
     ints = ("L_low", "L_high", "attempts")
     if groups < 1:
@@ -319,13 +344,27 @@ def first_violation_by_length(scores: pd.DataFrame, groups: int = 4) -> pd.DataF
         return _empty_like(FIRST_VIOLATION_BY_LENGTH_COLUMNS, ints)
     lows, highs, where = length_ranges(rows.L, groups)
     n_ranges = lows.size
-    group = rows.model[located] * n_ranges + where[located]
     n_groups = rows.labels.size * n_ranges
+    success = rows.col(scores, "success") == 1.0 if "success" in scores else np.zeros(step.size, bool)
+    usable = (located | success) & (rows.solution_length > 0)
+    trend: dict[int, tuple[float, float, float, float]] = {}
+    expected = np.full((n_groups, 4), np.nan)
+    for m in np.unique(rows.model[located]):
+        mine = usable & (rows.model == m)
+        t = hazard_trend(rows.solution_length[mine], np.where(success[mine], np.nan, step[mine]))
+        trend[int(m)] = (t.eps, t.slope, t.slope_low, t.slope_high)
+        for r in range(n_ranges):
+            cell = mine & (where == r)
+            if cell.any():
+                mean, (e25, e50, e75) = expected_first_step(rows.solution_length[cell], t.eps)
+                expected[int(m) * n_ranges + r] = (mean, e50, e25, e75)
+    group = rows.model[located] * n_ranges + where[located]
     step = step[located]
     rel = step / rows.solution_length[located]
     counts, means, (median, q25, q75) = _group_stats(group, rel, n_groups, (0.5, 0.25, 0.75))
-    step_mean = np.bincount(group, weights=step, minlength=n_groups) / np.maximum(counts, 1)
+    _, step_mean, (step_median, step_q25, step_q75) = _group_stats(group, step, n_groups, (0.5, 0.25, 0.75))
     ids = np.flatnonzero(counts)
+    per_model = np.array([trend[int(m)] for m in ids // n_ranges]).reshape(-1, 4)
     out = pd.DataFrame(
         {
             "model": rows.labels[ids // n_ranges],
@@ -337,6 +376,17 @@ def first_violation_by_length(scores: pd.DataFrame, groups: int = 4) -> pd.DataF
             "relative_position_q25": q25[ids],
             "relative_position_q75": q75[ids],
             "first_violation_step_mean": step_mean[ids],
+            "first_violation_step_median": step_median[ids],
+            "first_violation_step_q25": step_q25[ids],
+            "first_violation_step_q75": step_q75[ids],
+            "expected_step_mean": expected[ids, 0],
+            "expected_step_median": expected[ids, 1],
+            "expected_step_q25": expected[ids, 2],
+            "expected_step_q75": expected[ids, 3],
+            "constant_eps": per_model[:, 0],
+            "hazard_slope": per_model[:, 1],
+            "hazard_slope_low": per_model[:, 2],
+            "hazard_slope_high": per_model[:, 3],
         }
     )
     return _finalise(out, FIRST_VIOLATION_BY_LENGTH_COLUMNS, ints)
