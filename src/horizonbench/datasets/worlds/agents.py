@@ -351,8 +351,8 @@ class DecayingMemoryAgent(PlanFollower):
         if not self._scrambled():
             return known
         swap = self._mistake
-        mixed = {(f[0], *(swap.get(a, a) for a in f[1:])) for f in known}
-        return frozenset(mixed - known)
+        mixed = self._env.normalize((f[0], *(swap.get(a, a) for a in f[1:])) for f in known)
+        return frozenset(mixed) - known  # in the canonical spelling, so none is right by chance
 
     def _needs(self, index: int) -> frozenset[Fact]:
         return frozenset(self._env.preconditions(self._plan[index]) or ())
