@@ -282,14 +282,15 @@ def test_the_estimate_tracks_each_memory_modes_prompts_and_its_ceiling_holds_und
     agent = WorldAgentSpec(name=H.AGENT, kind="model", model=H.MODEL, memory=memory)
     player = H.oracle_player()
 
-    def play(ep: Any, answer: Callable[[AttemptRequest], str]) -> tuple[Any, float]:
+    def play(ep: Any, answer: Callable[[AttemptRequest], str], streak: int = 0) -> tuple[Any, float]:
         chars: list[int] = []
 
         def call(request: AttemptRequest) -> Outcome:
             chars.append(sum(len(m.content) for m in request.messages))
             return Outcome(request, "key", Completion(answer(request), "stop", output_tokens=10))
 
-        played = play_episode(call, agent, settings, ep, cfg.run.seed)
+        s = dataclasses.replace(settings, fallback_streak=streak) if streak else settings
+        played = play_episode(call, agent, s, ep, cfg.run.seed)
         assert played.result is not None and played.result.episode["calls"] == len(chars)
         return played.result.episode, sum(chars) / settings.chars_per_token
 
@@ -307,10 +308,18 @@ def test_the_estimate_tracks_each_memory_modes_prompts_and_its_ceiling_holds_und
             assert 0.9 * sent <= est.input_tokens <= 1.1 * sent, (ep.env, est.input_tokens, sent)
         assert est.input_tokens_max >= sent
 
-        row, sent = play(ep, lambda request: "I would rather describe the world in prose. " * 120)
+        # by default the episode ends after fallback_streak steps without a usable action
+        row, _ = play(ep, lambda request: PROSE)
+        assert row["outcome"] == "format_failure" and row["steps"] == settings.fallback_streak
+        # the ceiling: no streak ends it, every call repaired the allowed number of times
+        row, sent = play(ep, lambda request: PROSE, streak=10**6)
         assert row["outcome"] == "failure" and row["steps"] == row["horizon"]
         assert row["calls"] == est.calls_max and row["fallbacks"] == row["calls"] // (1 + settings.repairs)
         assert sent <= est.input_tokens_max, (ep.env, sent, est.input_tokens_max)
+
+
+#: an unusable answer, long enough to be cut where a repair quotes it
+PROSE = "I would rather describe the world in prose. " * 120
 
 
 def _prompt_tokens_per_task(requests: list[Any], chars_per_token: float) -> dict[str, float]:
