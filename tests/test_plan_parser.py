@@ -350,6 +350,16 @@ args = st.one_of(
     st.builds("{:.2f}".format, st.floats(-1000, 1000, allow_nan=False)),
 )
 plans = st.lists(st.builds(Step, ACTION_WORDS, args), min_size=1, max_size=25).map(tuple)
+# issue 22: a qualifying word that names the kind of thing ("room 12", "Key #5") is
+# dropped, written out again independently of the parser
+QUALIFIED = re.compile(r"(?:room|key|door|cell|node) #?(\w+)", re.IGNORECASE)
+
+
+def canonical(plan: tuple[Step, ...]) -> tuple[Step, ...]:
+    """``plan`` as the parser reads it back: qualifying words dropped."""
+    return tuple(Step(s.action, m.group(1) if (m := QUALIFIED.fullmatch(s.arg)) else s.arg) for s in plan)
+
+
 prose = st.text(alphabet=string.ascii_letters + string.digits + " .,!?'-", max_size=80)
 
 BULLETS = ["", "{i}. ", "{i}) ", "({i}) ", "- ", "* ", "+ ", "\u2022 ", "Step {i}: "]
@@ -416,7 +426,7 @@ def parsable_in(plan: tuple[Step, ...], style: str) -> bool:
 def test_round_trip_in_every_shape(plan: tuple[Step, ...], style: str, before: str, after: str) -> None:
     assume(parsable_in(plan, style))
     text = f"{before}\n{render(plan, style)}\n{after}"
-    assert plan_of(text) == plan
+    assert plan_of(text) == canonical(plan)
 
 
 def test_every_shape_renders_differently() -> None:
@@ -437,10 +447,10 @@ def test_later_plan_beats_earlier_draft(
     assume(parsable_in(draft, draft_style) and parsable_in(final, final_style))
     # a line of prose between them, or two blocks of lines would be one
     text = f"{render(draft, draft_style)}\nWait, that is wrong {between}\n{render(final, final_style)}"
-    assert plan_of(text) == final
+    assert plan_of(text) == canonical(final)
     if any(s.action in ACTIONS for s in final):
         # the final plan wins whatever else it uses, with or without the vocabulary
-        assert plan_of(text, task_actions=ACTIONS) == final
+        assert plan_of(text, task_actions=ACTIONS) == canonical(final)
 
 
 # Python-like values of any shape (what a model might write as a "plan"), rendered as
@@ -584,4 +594,75 @@ def test_max_steps_respected(plan: tuple[Step, ...], max_steps: int, style: str)
     if len(plan) > max_steps:
         assert result.plan is None and (result.error or "").startswith("plan too long")
     else:
-        assert result.plan == plan
+        assert result.plan == canonical(plan)
+
+
+# --- issue 22: the answer line the prompt asks for, and qualifier words -----------------------
+
+
+@pytest.mark.parametrize(
+    "recap",
+    [
+        "To recap the first steps\nstart: {a}\nmove_to: {b}",
+        "In short, I begin with [('start', '{a}'), ('move_to', '{b}')] and go on as above.",
+        "Recap:\n- start: {a}\n- move_to: {b}",
+        "```\n[('start', '{a}'), ('move_to', '{b}')]\n```",
+    ],
+)
+def test_a_recap_after_the_solution_line_does_not_replace_the_plan(recap: str) -> None:
+    # the answer used to be scored on the recap: no_rescue
+    tail = recap.format(a=GOLD[0].arg, b=GOLD[1].arg)
+    for line in ("Solution: ", "**Solution:** ", "## Solution:\n", "Final solution:\n"):
+        text = f"Let me think it through.\n{line}{format_plan(GOLD)}\n\n{tail}"
+        assert plan_of(text, task_actions=ACTIONS) == GOLD
+        sc = family_score(text)
+        assert sc.success and sc.exact_match, (line, tail, sc.violation)
+
+
+def test_the_last_solution_line_with_a_plan_wins_over_an_earlier_one() -> None:
+    draft = format_plan(GOLD[:2])
+    text = f"Solution: {draft}\nNo, that stops short.\nSolution: {format_plan(GOLD)}\nRecap: {draft}"
+    assert plan_of(text, task_actions=ACTIONS) == GOLD
+    # a last answer line cut before its plan leaves the one before it
+    assert plan_of(f"Solution: {format_plan(GOLD)}\nSolution: [('start'", task_actions=ACTIONS) == GOLD
+
+
+def test_without_an_answer_line_the_last_plan_still_wins() -> None:
+    text = f"Draft: {format_plan(GOLD[:2])}\nBetter:\n{format_plan(GOLD)}"
+    assert plan_of(text, task_actions=ACTIONS) == GOLD
+
+
+def test_an_answer_line_inside_prose_is_not_the_answer_line() -> None:
+    # only a line that starts with it is the line the prompt asks for
+    text = f"I will write the solution: {format_plan(GOLD[:2])} first.\n{format_plan(GOLD)}"
+    assert plan_of(text, task_actions=ACTIONS) == GOLD
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [
+        ("room J9", "J9"),
+        ("Room J9", "J9"),
+        ("key 14", "14"),
+        ("Key #5", "5"),
+        ("door B2", "B2"),
+        ("cell A1", "A1"),
+        ("node 3", "3"),
+        ("Alice Smith", "Alice Smith"),  # not a qualifier: kept as written
+    ],
+)
+def test_qualifier_words_are_dropped(written: str, read: str) -> None:
+    assert plan_of(f"[('move_to', '{written}')]") == (Step("move_to", read),)
+    assert plan_of(f'[{{"action": "move_to", "arg": "{written}"}}]') == (Step("move_to", read),)
+
+
+def test_qualified_rooms_and_keys_score_like_bare_ones() -> None:
+    # ('move_to', 'room J9') scored bad_start (or an unknown room) before
+    def qualified(s: Step) -> str:
+        if s.action in ("pick_up_key", "use_key"):
+            return f"key {s.arg}"
+        return s.arg if s.action == "rescue" else f"room {s.arg}"
+
+    text = "Solution: [" + ", ".join(f"('{s.action}', '{qualified(s)}')" for s in GOLD) + "]"
+    sc = family_score(text)
+    assert sc.success and sc.exact_match and sc.violation is None

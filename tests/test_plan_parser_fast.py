@@ -45,6 +45,12 @@ def answers(draw) -> str:
                 "I think (roughly) this:\n1. move_to: C3\n",
                 "{'plan': ",
                 "Confidence: high. ",
+                # issue 22: the first plan after the answer line is the answer
+                "Solution:\nmove_to: B2\nRecap, the list\n",
+                "**Solution:** start(A1)\n",
+                "Final solution: see the list\n",
+                "Draft: move_to: B2\n\nSolution:\n",
+                "Solution: start: A1\n(then) ",
             ]
         )
     )
@@ -89,6 +95,36 @@ def test_the_usual_form_takes_the_fast_path(pairs) -> None:
     )
     assert _fast_plan(text) is not None
     assert parse_plan(text).plan == tuple(Step(a, b) for a, b in pairs)
+
+
+MARKER_FRAGMENTS = [
+    "Solution:",
+    "solution :",
+    "**Solution:** ",
+    "## Final solution:",
+    "\n",
+    " ",
+    "start: A1",
+    "move_to(B2)",
+    "(",
+    ":",
+    "Recap",
+    "[('start', 'A1')]",
+    "[('move_to', 'B2'), ('rescue', 'Alice')]",
+]
+
+
+@SETTINGS
+@given(st.lists(st.sampled_from(MARKER_FRAGMENTS), max_size=14).map("".join))
+def test_the_fast_path_agrees_around_answer_lines(text: str) -> None:
+    _same(text)
+
+
+def test_a_plan_after_the_answer_line_beats_a_later_list() -> None:
+    text = "Solution:\nstart: A1\nrescue: Alice\n\nIn short [('start', 'B2')]"
+    assert _fast_plan(text) is None
+    assert parse_plan(text).plan == (Step("start", "A1"), Step("rescue", "Alice"))
+    _same(text)
 
 
 def test_near_misses_are_left_to_the_general_reader() -> None:

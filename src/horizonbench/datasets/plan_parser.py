@@ -23,9 +23,18 @@ What a plan is:
   block). One item that is not a step makes a list not a plan; a line that is not a
   step ends a block of lines, like prose.
 
-Models think aloud and revise, so an answer often holds several drafts: the **last**
-plan is the one scored, whatever actions it uses (an unknown action is the
-simulator's to label, as ``unknown_action``). ``task_actions`` (the task's action
+A qualifying word that only names the kind of thing is dropped: ``room J9``,
+``key 14``, ``Key #5``, ``door B2``, ``cell A1``, ``node 3`` read as ``J9``, ``14``,
+``5``, ``B2``, ``A1``, ``3`` (a model that writes ``('move_to', 'room J9')`` means J9).
+Other two-word arguments are kept as written.
+
+Which plan is the answer: the prompt asks for the plan on a line that starts with
+``Solution:``. When the answer has such a line (``**Solution:**``, ``## Solution:``,
+``Final solution:`` too) with a plan after it, the **first** plan after the last such
+line is the answer: what follows it (a recap of a few steps, as lines or as a short
+list in a sentence) does not replace it. Otherwise models think aloud and revise, so
+the **last** plan is the one scored, whatever actions it uses (an unknown action is
+the simulator's to label, as ``unknown_action``). ``task_actions`` (the task's action
 vocabulary) only tells plans from lookalikes: text of the same shape that uses none
 of the task's actions (``Confidence: high``, ``Note: [('total', '2')]``, ``print(1)``)
 is not a plan for the task. Text with no plan is reported as "no plan found", which
@@ -59,6 +68,10 @@ _ACTION_OK = re.compile(r"[a-z_][a-z0-9_]{0,63}")
 #: a word, number or identifier, optionally after one qualifying word ("key 5", "Key #5")
 _ARG_OK = re.compile(r"(?:[A-Za-z]{1,20} )?#?\w{1,64}|[-+]?\d{1,18}(?:\.\d{1,18})?")
 _NULLS = frozenset({"none", "null"})
+#: a qualifying word before the argument it names: dropped (see the module docstring)
+_QUALIFIED = re.compile(r"(?:room|key|door|cell|node)\s#?(\w{1,64})", re.IGNORECASE | re.ASCII)
+#: the answer line the prompt asks for; its colon ends the match
+_MARKER = re.compile(r"^[ \t>#*_-]*(?:final[ \t]+)?solution[ \t*_]*:", re.IGNORECASE | re.MULTILINE)
 T = TypeVar("T")
 
 _WRAPPER_KEYS = ("plan", "solution", "actions", "steps", "answer")
@@ -165,7 +178,8 @@ def _make_step(action: Any, arg: Any) -> Step | None:
         return None
     if name in _NULLS or value.lower() in _NULLS:  # Python's None, JSON's null: nothing
         return None
-    return Step(name, value)
+    qualified = _QUALIFIED.fullmatch(value)
+    return Step(name, qualified.group(1) if qualified else value)
 
 
 def _as_step(item: Any) -> Step | None:
@@ -288,12 +302,42 @@ def _overlaps(block: tuple[int, int, Plan], brackets: list[tuple[int, int, Plan]
     return i > 0 and brackets[i - 1][1] > block[0]
 
 
-def _choose(candidates: list[tuple[int, int, Plan]], vocabulary: frozenset[str] | None) -> Plan | None:
-    """The last plan, whatever its actions; with a vocabulary, the last that uses any of it."""
-    for _, _, plan in reversed(candidates):
-        if vocabulary is None or any(step.action in vocabulary for step in plan):
-            return plan
-    return None
+def _choose(
+    candidates: list[tuple[int, int, Plan]],
+    vocabulary: frozenset[str] | None,
+    markers: list[int] | None = None,
+) -> Plan | None:
+    """The first plan after the last answer marker that has one after it (``markers``:
+    where each marker ends, in order), else the last plan; plans, whatever their
+    actions, or with a vocabulary only those that use any of it. ``candidates`` are
+    sorted by where they start."""
+    found = [c for c in candidates if vocabulary is None or any(step.action in vocabulary for step in c[2])]
+    if not found:
+        return None
+    for end in reversed(markers or ()):
+        i = bisect.bisect_left(found, end, key=lambda c: c[0])
+        if i < len(found):
+            return found[i][2]
+    return found[-1][2]
+
+
+def _marker_ends(text: str) -> list[int]:
+    """Where each ``Solution:`` line's marker ends."""
+    return [m.end() for m in _MARKER.finditer(text)]
+
+
+def _list_is_answer(s: str, start: int) -> bool:
+    """Whether the marker rule leaves the list at ``start`` to the fast path, in a text
+    with no bracket before ``start``: only lines can be plans there, and a line that is
+    a step holds a ``:`` or a ``(``. So the list is the answer if no such character
+    follows the last marker, or if there is no marker at all (then the last plan
+    wins). Conservative: a False only sends the answer to the general reader."""
+    c = max(s.rfind(":", 0, start), s.rfind("(", 0, start))
+    if c < 0:
+        return True
+    if s[c] == ":" and _MARKER.fullmatch(s, s.rfind("\n", 0, c) + 1, c + 1) is not None:
+        return True  # "... Solution: [...]": the usual answer
+    return _MARKER.search(s, 0, c) is None
 
 
 def _normalise_vocabulary(actions: Iterable[str] | None) -> frozenset[str] | None:
@@ -337,7 +381,7 @@ def _fast_pairs(text: str) -> list[tuple[str, str]] | None:
     if not s.endswith("]"):
         return None
     start = s.rfind("[")  # pairs of words hold no bracket: this opens the list
-    if start < 0 or _BRACKETS.search(s, 0, start) is not None:
+    if start < 0 or _BRACKETS.search(s, 0, start) is not None or not _list_is_answer(s, start):
         return None
     if _FAST_LIST.fullmatch(s, start) is None or _FAST_NULL.search(s, start) is not None:
         return None
@@ -433,7 +477,7 @@ class PairReader(Generic[T]):
         if not s.endswith("]"):
             return None
         start = s.rfind("[")  # pairs of words hold no bracket: this opens the list
-        if start < 0 or _BRACKETS.search(s, 0, start) is not None:
+        if start < 0 or _BRACKETS.search(s, 0, start) is not None or not _list_is_answer(s, start):
             return None
         pieces = self._split(s, start)
         items: list[T | None] | None = None
@@ -515,7 +559,7 @@ def _parse(
         candidates = sorted(brackets + lines, key=lambda c: c[0])
         if not candidates:
             return ParsedAnswer(plan=None, error="no plan found")
-        plan = _choose(candidates, _normalise_vocabulary(task_actions))
+        plan = _choose(candidates, _normalise_vocabulary(task_actions), _marker_ends(text))
         if plan is None:
             return ParsedAnswer(plan=None, error="no plan found (none uses the task's actions)")
     except (RecursionError, MemoryError, TypeError, ValueError) as exc:

@@ -10,6 +10,8 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from horizonbench.core.answer_styles import PlanPieces
+from horizonbench.core.hazard import PlantedTruth
 from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score, Step
 from horizonbench.datasets.maze import baselines, prompt
 from horizonbench.datasets.maze.certificate import gold_violation, solve, world_of_listing
@@ -200,5 +202,15 @@ class MazeFamily:
         to one instance (the score stage): the instance is prepared once."""
         return _judge_of(row).score_text
 
-    def offline_answer(self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float) -> str:
+    def offline_answer(
+        self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float | PlantedTruth
+    ) -> str:
         return baselines.offline_answer(list(row["facts"]), gold_plan(row), kind, rng, eps)
+
+    def offline_pieces(
+        self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float | PlantedTruth
+    ) -> PlanPieces:
+        """The intended plan of :meth:`offline_answer` (same draws) in the forms the
+        answer styles arrange."""
+        plan = baselines.intended_plan(list(row["facts"]), gold_plan(row), kind, rng, eps)
+        return baselines.answer_pieces(plan)

@@ -23,6 +23,8 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from horizonbench.core.answer_styles import PlanPieces
+from horizonbench.core.hazard import PlantedTruth, step_rate
 from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score, Step
 from horizonbench.datasets.puzzles import prompt
 from horizonbench.datasets.puzzles.base import (
@@ -36,6 +38,7 @@ from horizonbench.datasets.puzzles.base import (
     trajectory_ok,
 )
 from horizonbench.datasets.puzzles.rollout import ROLLOUT_FAILURES, Episode, read_plan_answer, score_plan
+from horizonbench.datasets.puzzles.text import as_int, read_list
 from horizonbench.schemas.tables import COMMON_INSTANCE_FIELDS
 
 #: whole-plan outcomes beyond the puzzle's own illegal-move kinds
@@ -328,24 +331,51 @@ class PuzzleFamily:
 
     # --- offline baselines ------------------------------------------------------------
 
-    def offline_answer(self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float) -> str:
+    def offline_answer(
+        self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float | PlantedTruth
+    ) -> str:
         """A whole plan. ``noisy`` replaces each gold move, independently with probability
-        eps, by an illegal one and stops there, so it succeeds with (1 - eps)^L exactly;
-        ``random`` walks L legal moves at random."""
+        eps (or ``hazard(i)`` for move i, given a :class:`PlantedTruth`), by an illegal one
+        and stops there, so it succeeds with (1 - eps)^L (``prod (1 - hazard(i))``)
+        exactly; ``random`` walks L legal moves at random."""
+        return _moves_text(self._intended_moves(row, kind, rng, eps))
+
+    def offline_pieces(
+        self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float | PlantedTruth
+    ) -> PlanPieces:
+        """:meth:`offline_answer`'s intended moves (same draws) in the forms the answer
+        styles arrange."""
+        moves = self._intended_moves(row, kind, rng, eps)
+        items = [read_list(m) for m in moves]
+        head = moves[:2]
+        return PlanPieces(
+            marker="Moves:",
+            plan=_list_text(moves),
+            draft=_list_text(moves[: len(moves) // 2]) if len(moves) > 1 else None,
+            json=json.dumps({"moves": [[_json_atom(a) for a in item] for item in items]}),
+            recap_list=f"To recap, the first moves are {_list_text(head)} and so on." if head else None,
+            recap_lines="\n".join(f"Move {i} is {m}" for i, m in enumerate(head, 1)) if head else None,
+        )
+
+    def _intended_moves(
+        self, row: Mapping[str, Any], kind: str, rng: np.random.Generator, eps: float | PlantedTruth
+    ) -> list[str]:
         pz, rules = self.puzzle, self.rules_of(row)
         gold = list(row["moves"])
         if kind == "oracle":
-            return _moves_text(gold)
+            return gold
         state = self.start(row)
         if kind == "noisy":
             out: list[str] = []
-            for move_text, move in zip(gold, self.move_list(gold), strict=True):
-                if rng.random() < eps:
+            for i, (move_text, move) in enumerate(zip(gold, self.move_list(gold), strict=True), start=1):
+                if rng.random() < step_rate(eps, i):
                     out.append(pz.format_move(pz.illegal_move(state, rules, rng)))
-                    return _moves_text(out)
+                    return out
                 out.append(move_text)
                 state = pz.apply(state, move, rules)
-            return _moves_text(out)
+            return out
+        if kind != "random":
+            raise ValueError(f"unknown offline baseline {kind!r}")
         walk: list[str] = []
         for _ in range(len(gold)):
             options = list(pz.successors(state, rules))
@@ -353,7 +383,7 @@ class PuzzleFamily:
                 break
             move, state = options[int(rng.integers(len(options)))]
             walk.append(pz.format_move(move))
-        return _moves_text(walk)
+        return walk
 
     def offline_step(
         self, row: Mapping[str, Any], state_text: str, kind: str, rng: np.random.Generator, eps: float
@@ -361,24 +391,60 @@ class PuzzleFamily:
         """One rollout answer from ``state_text``: the oracle follows the certificate, the
         noisy baseline writes a state one legal move cannot reach with probability eps
         (so an episode succeeds with (1 - eps)^L), the random one a random legal next state."""
+        nxt = self._intended_step(row, state_text, kind, rng, eps)
+        return "STOP" if nxt is None else f"Next state: {nxt}"
+
+    def offline_step_pieces(
+        self, row: Mapping[str, Any], state_text: str, kind: str, rng: np.random.Generator, eps: float
+    ) -> PlanPieces | None:
+        """:meth:`offline_step`'s intended next state (same draws) in the forms the answer
+        styles arrange; None for STOP. A state has no JSON form here (the step prompt asks
+        for a line), so the ``json`` style writes it fenced; its recap is a sentence after
+        the state line."""
+        nxt = self._intended_step(row, state_text, kind, rng, eps)
+        if nxt is None:
+            return None
+        return PlanPieces(
+            marker="Next state:",
+            plan=nxt,
+            draft=state_text if state_text != nxt else None,
+            recap_list="That is one move from the current state, and I stop there for this turn.",
+        )
+
+    def _intended_step(
+        self, row: Mapping[str, Any], state_text: str, kind: str, rng: np.random.Generator, eps: float
+    ) -> str | None:
+        """The next state an offline baseline means to write, or None for STOP."""
         pz, rules = self.puzzle, self.rules_of(row)
         state = pz.parse_state(state_text)
         if kind == "noisy" and rng.random() < eps:
-            return f"Next state: {pz.format_state(pz.wrong_successor(state, rules, rng))}"
+            return pz.format_state(pz.wrong_successor(state, rules, rng))
         states = list(row["states"])
         here = pz.format_state(state)
         if kind in ("oracle", "noisy") and here in states[:-1]:
-            return f"Next state: {states[states.index(here) + 1]}"
+            return str(states[states.index(here) + 1])
         if state == self.goal(row):
-            return "STOP"
+            return None
         options = [t for _, t in pz.successors(state, rules)]
         if not options:
-            return "STOP"
-        return f"Next state: {pz.format_state(options[int(rng.integers(len(options)))])}"
+            return None
+        return pz.format_state(options[int(rng.integers(len(options)))])
 
 
 def _moves_text(moves: Sequence[str]) -> str:
-    return f"Moves: [{', '.join(moves)}]"
+    return f"Moves: {_list_text(moves)}"
+
+
+def _list_text(moves: Sequence[str]) -> str:
+    return f"[{', '.join(moves)}]"
+
+
+def _json_atom(atom: Any) -> Any:
+    """An atom of a move as JSON writes it: a number as a number, a name as a string."""
+    if isinstance(atom, list):
+        return [_json_atom(a) for a in atom]
+    n = as_int(atom)
+    return atom if n is None else n
 
 
 def _plain(value: Any) -> Any:

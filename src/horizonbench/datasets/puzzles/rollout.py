@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from horizonbench.datasets.puzzles.base import BadText, IllegalMove, Puzzle, State
+from horizonbench.datasets.puzzles.text import MAX_TEXT, list_spans
 
 ROLLOUT_FAILURES = (
     "invalid_output",
@@ -37,6 +38,9 @@ ROLLOUT_FAILURES = (
 _STOP = re.compile(r"^\W*stop\W*$", re.IGNORECASE)
 _MARKER = re.compile(r"next\s+state\s*:", re.IGNORECASE)
 _MOVES_MARKER = re.compile(r"moves\s*:", re.IGNORECASE)
+_LINE_MOVES_MARKER = re.compile(r"^[ \t>#*_-]*(?:final[ \t]+)?moves[ \t*_]*:", re.IGNORECASE | re.MULTILINE)
+#: markers tried, from the last: an answer has one or two; bounds hostile input
+_MAX_MARKERS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +54,9 @@ class StateAnswer:
 
 def read_state_answer(puzzle: Puzzle, text: str) -> StateAnswer:
     """The state on the answer's last non-empty line (after "Next state:" if present),
-    else the text after the last marker, else the whole text; STOP alone on the last
-    line ends the episode."""
+    else the rest of the last marker's line (a sentence after the state line does not
+    hide it), else the text after the last marker, else the whole text; STOP alone on
+    the last line ends the episode."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return StateAnswer(error="empty answer")
@@ -63,6 +68,7 @@ def read_state_answer(puzzle: Puzzle, text: str) -> StateAnswer:
     candidates.append(marked[-1].strip())
     tail = _MARKER.split(text)
     if len(tail) > 1:
+        candidates.append(tail[-1].strip().split("\n", 1)[0])
         candidates.append(tail[-1].strip())
     candidates.append(text.strip())
     error = "no state found"
@@ -77,13 +83,28 @@ def read_state_answer(puzzle: Puzzle, text: str) -> StateAnswer:
 
 
 def read_plan_answer(puzzle: Puzzle, text: str) -> tuple[list[Any] | None, str | None]:
-    """The move list after the last "Moves:" (else anywhere in the text)."""
-    parts = _MOVES_MARKER.split(text)
-    for cand in ([parts[-1]] if len(parts) > 1 else []) + [text]:
-        try:
-            return puzzle.parse_moves(cand), None
-        except BadText as exc:
-            error = str(exc)
+    """The move list the prompt asks for: the first list of moves after the last
+    "Moves:" that has one after it, so a recap of a few moves written after it (a short
+    list in a sentence) does not replace it. Markers at the start of a line (also
+    ``**Moves:**``, ``Final moves:``) are the answer lines; only when there is none does
+    a "moves:" inside a line count. With no marker followed by a list of moves, the
+    last list of moves anywhere in the text (a model that revises commits last)."""
+    if not isinstance(text, str) or len(text) > MAX_TEXT:
+        return None, "answer text missing or too long"
+    ends = [m.end() for m in _LINE_MOVES_MARKER.finditer(text)] or [
+        m.end() for m in _MOVES_MARKER.finditer(text)
+    ]
+    error = "no list of moves found"
+    for end in reversed(ends[-_MAX_MARKERS:]):
+        for start, stop in list_spans(text, end):
+            try:
+                return puzzle.parse_moves(text[start:stop]), None
+            except BadText as exc:
+                error = str(exc)
+    try:
+        return puzzle.parse_moves(text), None
+    except BadText as exc:
+        error = str(exc)
     return None, error[:200]
 
 

@@ -30,6 +30,7 @@ _QUOTES = str.maketrans(
     dict.fromkeys("\u2018\u2019\u201a\u201b", "'") | dict.fromkeys("\u201c\u201d\u201e\u201f", '"')
 )
 _BRACKETS = re.compile(r"[\[\]()]")
+_SQUARE = re.compile(r"[\[\]]")
 _CLOSER = {"[": "]", "(": ")"}
 _TOKEN = re.compile(r"""\s*(?:([\[\](),])|'([^'\n]{0,40})'|"([^"\n]{0,40})"|([^\s\[\](),'"]{1,40}))""")
 _SPACE = re.compile(r"\s*")
@@ -147,6 +148,25 @@ def last_list(
     raise BadText(missing)
 
 
+def list_spans(text: str, start: int = 0, limit: int = 4) -> list[tuple[int, int]]:
+    """``(start, end)`` of the first ``limit`` top-level ``[...]`` in ``text[start:]``, in
+    order (one quote-blind pass, like :func:`last_list`'s; a stray ``]`` is skipped)."""
+    spans: list[tuple[int, int]] = []
+    depth, opened = 0, -1
+    for m in _SQUARE.finditer(text, start):
+        if m.group() == "[":
+            if depth == 0:
+                opened = m.start()
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                spans.append((opened, m.end()))
+                if len(spans) >= limit:
+                    break
+    return spans
+
+
 def last_move_list(text: Any, as_move: Callable[[list[Any]], Any], example: str) -> list[Any]:
     """The moves of the last list of moves in ``text``: a list of lists of which at
     least one ``as_move`` accepts (None: not a move); a top-level ``[]`` is the empty
@@ -185,6 +205,7 @@ __all__ = [
     "as_int",
     "last_list",
     "last_move_list",
+    "list_spans",
     "read_list",
     "short",
     "strip_fences",
