@@ -38,6 +38,8 @@ def _config(path: Path, workers: int, **worlds: Any) -> Path:
             "agents": [
                 {"name": "oracle", "kind": "oracle"},
                 {"name": "bounded-12", "kind": "bounded", "capacity": 12},
+                {"name": "decaying-10", "kind": "decaying", "capacity": 10, "rate": 0.05, "lead": 5},
+                {"name": "unusable-50", "kind": "unusable", "rate": 0.5},
             ],
             **worlds,
         },
@@ -71,7 +73,7 @@ def test_a_world_study_runs_end_to_end_the_same_bytes_on_one_or_two_workers(tmp_
     for rel in ("episodes/part-0.parquet", "steps/part-0.parquet"):
         assert (one / rel).read_bytes() == (two / rel).read_bytes(), rel
     episodes = pq.read_table(one / "episodes/part-0.parquet").to_pandas()
-    assert len(episodes) == 3 * 4 * 2 * 3 * 2 * 2
+    assert len(episodes) == 3 * 4 * 2 * 3 * 2 * 4
     assert set(episodes["env"]) == {"stateful_puzzle", "graph_nav", "tool_dag"}
     oracle = episodes[episodes["model"] == "oracle"]
     assert oracle["success"].all() and (oracle["mean_jaccard"] == 1.0).all()
@@ -95,8 +97,17 @@ def test_a_world_study_runs_end_to_end_the_same_bytes_on_one_or_two_workers(tmp_
         "harness",
     ):
         assert (one / "analysis" / f"worlds_{name}.parquet").exists(), name
-    # offline agents only: the harness table is there, with its columns and no row
-    assert pq.read_table(one / "analysis/worlds_harness.parquet").num_rows == 0
+    # the harness table has a row per environment for the one agent that plays through
+    # the harness (offline, the unusable agent), none for the others
+    harness = pq.read_table(one / "analysis/worlds_harness.parquet").to_pandas()
+    assert harness["model"].tolist() == ["unusable-50"] * 3 and (harness["fallbacks"] > 0).all()
+    unusable = episodes[episodes["model"] == "unusable-50"]
+    assert set(unusable["outcome"]) <= {"success", "failure", "format_failure"}
+    assert (unusable["collapse_type"] != "world_state").all()
+    # the decaying agent's lags are the planted ones: onset + 2 - (onset + 5) once onset >= 2
+    lags = pq.read_table(one / "analysis/worlds_lags.parquet").to_pandas().set_index(["env", "model"])
+    d = lags.xs("decaying-10", level="model")
+    assert (d["count"] > 0).all() and (d["share_world_first"] == 1.0).all(), d
     crit = pq.read_table(one / "analysis/worlds_critical_points.parquet").to_pandas()
     b = crit[crit["model"] == "bounded-12"]
     assert len(b) == 3 * 2 and b["sc_star"].between(11, 14).all()
