@@ -200,8 +200,11 @@ def metrics_vs_length_svg(by_length: pd.DataFrame) -> str:
 def first_violation_svg(first_violations: pd.DataFrame) -> str:
     """Where in the plan the first mistake falls, relative to the optimal length.
 
-    Mass near 0 means failures to start; a flat shape means a constant per-step
-    hazard, which is what an exponential decay in L predicts.
+    Mass near 0 means failures to start. The shape is NOT a test of a constant per-step
+    hazard: under one, the relative position at depth L falls off as (1 - eps)^(x L), flat
+    only where eps L is small, so the pooled shape depends on the mix of L (issue 22).
+    The constant-rate comparison is the absolute-step figure of
+    ``seqbench_plots.first_violation_by_length_svg``.
     """
     name = "first-violation"
     if first_violations.empty:

@@ -194,39 +194,56 @@ def progress_distribution_svg(df: pd.DataFrame) -> str:
 
 
 def first_violation_by_length_svg(df: pd.DataFrame) -> str:
-    """The leftward shift (seqBench Figure 10): per model, the median position of the
-    first violation relative to the solution length, with its 25th-75th percentile
-    band, against the L range (at its midpoint), from
-    :func:`analysis.seqbench.first_violation_by_length`. A falling line means longer
-    problems break earlier in the plan."""
+    """seqBench Figure 10 on the paper's axis: per model, the median ABSOLUTE step of the
+    first violation, with its 25th-75th percentile band, against the L range (at its
+    midpoint), beside what a constant per-step error predicts for the same attempts
+    (dashed: the median of the geometric truncated at each L, at the model's fitted
+    constant rate), from :func:`analysis.seqbench.first_violation_by_length`.
+
+    The relative position is not drawn: it falls with L under a constant rate too, so it
+    showed its own null (issue 22). A model whose hazard test found a per-step error
+    rising along the plan (``hazard_slope_low > 0``) is marked "rising" in its label."""
     name = "seqbench-first-violation-by-length"
     if df.empty:
         return _empty(name, "no failed attempts with a located violation")
     models = _models(df)
     colours = _colours(models)
     ranges = df[["L_low", "L_high"]].drop_duplicates().sort_values(["L_low", "L_high"], kind="mergesort")
-    top = max(1.0, float(df["relative_position_q75"].max())) * 1.05
+    tops = df[["first_violation_step_q75", "expected_step_q75"]].to_numpy(dtype=float)
+    top = max(1.0, float(np.nanmax(tops)) if np.isfinite(tops).any() else 1.0) * 1.08
     with _drawing(name, (7.0, 4.2)) as fig:
         ax = fig.add_subplot()
         ends = []
         for model in models:
             g = df[df["model"] == model].sort_values("L_low", kind="mergesort")
             x = (g["L_low"].to_numpy(dtype=float) + g["L_high"].to_numpy(dtype=float)) / 2
-            median = g["relative_position_median"].to_numpy(dtype=float)
-            q25 = g["relative_position_q25"].to_numpy(dtype=float)
-            q75 = g["relative_position_q75"].to_numpy(dtype=float)
+            median = g["first_violation_step_median"].to_numpy(dtype=float)
+            q25 = g["first_violation_step_q25"].to_numpy(dtype=float)
+            q75 = g["first_violation_step_q75"].to_numpy(dtype=float)
+            expected = g["expected_step_median"].to_numpy(dtype=float)
             colour = colours[model]
             ax.fill_between(x, q25, q75, color=colour, alpha=0.15, lw=0)
             ax.vlines(x, q25, q75, color=colour, alpha=0.5, lw=1.0)
             ax.plot(x, median, "-", lw=1.4, color=colour, **_line_style(x.size))
-            ends.append((model, float(x[-1]), float(median[-1]), colour))
+            ax.plot(x, expected, "--", lw=1.0, color=colour, alpha=0.8)
+            low = g["hazard_slope_low"].to_numpy(dtype=float)
+            label = f"{model} (rising)" if low.size and np.isfinite(low[0]) and low[0] > 0 else model
+            ends.append((label, float(x[-1]), float(median[-1]), colour))
         ax.set_ylim(0.0, top)
         if len(ranges) <= 10:
             mids = (ranges["L_low"].to_numpy(dtype=float) + ranges["L_high"].to_numpy(dtype=float)) / 2
             labels = [f"{lo}–{hi}" if lo != hi else f"{lo}" for lo, hi in ranges.itertuples(index=False)]
             ax.set_xticks(mids, labels)
         ax.set_xlabel("logical depth L (solution length), by range")
-        ax.set_ylabel("first violation step / solution length\n(median; band: 25th–75th percentile)")
+        ax.set_ylabel("first violation step\n(median; band: 25th–75th percentile)")
+        ax.legend(
+            handles=[
+                Line2D([], [], color="0.3", lw=1.4, label="observed median"),
+                Line2D([], [], color="0.3", lw=1.0, linestyle="--", label="constant-rate expectation"),
+            ],
+            fontsize=_SMALL,
+            loc="upper left",
+        )
         _end_labels(ax, ends)
         return _svg(fig, name)
 
