@@ -110,6 +110,20 @@ def test_the_decaying_agent_plants_its_lag_exactly_in_static_worlds(env_name):
     assert checked >= 8, (checked, won)
 
 
+@pytest.mark.parametrize(("env_name", "ctype"), [("tool_dag", "world_state"), ("graph_nav", "compound")])
+def test_the_decaying_agents_collapse_type_follows_the_environments_consistency_check(env_name, ctype):
+    """Not planted, but stated in the README: tool_dag flags the mistaken state as
+    inconsistent, so the collapse opens at the onset and the world state dominates;
+    graph_nav does not, so it opens at the first wrong action, with both signals."""
+    types = []
+    for v in range(12):
+        env, ep = episode(env_name, 16, 2, variant=v, archetype=v % 10)
+        row = run_episode(env, DecayingMemoryAgent(10, 0.02, 5, "d"), ep).episode
+        if not row["success"]:
+            types.append(row["collapse_type"])
+    assert len(types) >= 8 and set(types) == {ctype}
+
+
 @pytest.mark.parametrize("env_name", ENVS)
 def test_within_capacity_the_decaying_agent_is_the_oracle(env_name):
     for sc in (5, 9):
