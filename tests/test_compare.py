@@ -346,6 +346,33 @@ def test_moves_are_judged_against_the_previous_run_of_the_series():
     assert latest.loc["i", "moved"] == "down" and "w" not in latest.index
 
 
+def test_moved_is_a_two_sample_test_on_log_l0_not_the_point_against_the_previous_interval():
+    """Issue 22: the point-outside rule ignored the later run's own noise and flagged about
+    one pair of nights in six with no change. The rule is a z test of log L0: the difference
+    against the root sum of squares of the facing half-widths of the two 95% intervals."""
+    runs = _runs("2024-01-01T00:00:00Z", "2024-01-02T00:00:00Z")
+    fits = pd.DataFrame(
+        [
+            _fit("r0", "noisy", 10.0, 8.0, 12.0),
+            # 12.5 lies above r0's interval, but log 1.25 = 0.223 < hypot(log 1.25, log 1.2) = 0.288
+            _fit("r1", "noisy", 12.5, 10.0, 15.6),
+            _fit("r0", "tight", 10.0, 9.0, 11.1),
+            # overlapping intervals, yet log 1.2 = 0.182 > hypot(log(12 / 10.9), log 1.11) = 0.142
+            _fit("r1", "tight", 12.0, 10.9, 13.2),
+            _fit("r0", "fall", 10.0, 8.0, 12.0),
+            _fit("r1", "fall", 6.0, 5.0, 7.0),  # log(10/6) = 0.51 > hypot(log(7/6), log(10/8)) = 0.27
+            _fit("r0", "half", 10.0, 8.0, 12.0),
+            _fit("r1", "half", 12.5, None, None),  # this run has no interval: not judged
+        ]
+    )
+    table = cmp.compare_fits(runs, fits).set_index(["model", "run"])
+    assert table.loc[("noisy", "r1"), "moved"] == "within"
+    assert table.loc[("tight", "r1"), "moved"] == "up"
+    assert not table.loc[("tight", "r1"), "intervals_disjoint"]
+    assert table.loc[("fall", "r1"), "moved"] == "down"
+    assert table.loc[("half", "r1"), "moved"] is None
+
+
 def test_setting_is_family_params_and_prompt_not_sampling():
     base = yaml.safe_load((CONFIGS / "small.yaml").read_text())
     other_sample = json.loads(json.dumps(base))

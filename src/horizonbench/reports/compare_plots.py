@@ -15,7 +15,7 @@ import pandas as pd
 
 from horizonbench.reports.plots import _colours, _figure, _placeholder, _to_svg
 
-#: mark of a run whose L0 left the previous run's interval
+#: mark of a run whose L0 moved (compare's two-sample test against the previous run)
 _MOVED_COLOUR = "#c62828"
 
 
@@ -29,7 +29,7 @@ def l0_trend_svg(rows: pd.DataFrame, runs: Sequence[str], name: str) -> str:
     """L0 with its interval per model (one colour each) over ``runs`` (the x axis, in
     series order), from the comparison table's rows of one setting and method. An
     infinite L0 or interval end is drawn at the top edge (a triangle); a run whose L0
-    moved outside the previous run's interval is ringed in red."""
+    moved (the comparison's ``moved`` flag) is ringed in red."""
     if rows.empty or not runs:
         return _placeholder(name, "no L0 to draw")
     models = sorted(str(m) for m in rows["model"].unique())
