@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from horizonbench.models.concurrency import AdaptiveConcurrency
@@ -42,6 +42,9 @@ def _take(limiter: RateLimiter, clock: FakeClock, tokens: float = 0.0) -> Reserv
     n=st.integers(min_value=1, max_value=200),
     gaps=st.lists(st.floats(min_value=0.0, max_value=0.3), min_size=200, max_size=200),
 )
+# shares this small are rarely drawn, and larger ones hide a rounding error in the 1 % guard
+@example(rpm=90.0, window=1.0, n=3, gaps=[0.0] * 200)
+@example(rpm=1000.0, window=1.0, n=40, gaps=[0.0] * 200)
 def test_no_window_ever_holds_more_than_its_share(
     rpm: float, window: float, n: int, gaps: list[float]
 ) -> None:
