@@ -505,24 +505,26 @@ def test_the_harness_part_compares_memory_modes_and_escapes_model_text() -> None
     assert "planner: &lt;script&gt;alert(3)&lt;/script&gt; context exceeded" in html
     graph_nav = _world_section(html, "graph_nav")
     assert 'id="world-graph_nav-harness"' in graph_nav
-    assert "harness limit, not collapse" in graph_nav and "Harness limits, not collapse" in graph_nav
+    assert "budget stops (counted as failures)" in graph_nav and "<h4>Harness limits</h4>" in graph_nav
     part = graph_nav[graph_nav.index('id="world-graph_nav-harness"') :]
     # both memory modes side by side, the calls table, and the cells with budget stops
     assert "structured" in part and "summary" in part
-    for header in ("repairs", "fallbacks", "calls / step", "budget_exceeded (left out)"):
+    for header in ("repairs", "fallbacks", "calls / step", "budget stops (failures)", "format failures"):
         assert f">{header}</th>" in part, header
-    budget = part[part.index("Harness limits, not collapse") : part.index("Calls, repairs and fallbacks")]
+    budget = part[part.index("<h4>Harness limits</h4>") : part.index("Calls, repairs and fallbacks")]
     cells = re.findall(r"<tr><td>([^<]*)</td><td[^>]*>(\d+)</td><td[^>]*>(\d+)</td>", budget)
     assert cells == [
         ("gpt&lt;script&gt;alert(2)&lt;/script&gt;", "10", "1"),
         ("gpt&lt;script&gt;alert(2)&lt;/script&gt;", "15", "1"),
     ]
-    # the cell where every episode hit a limit has no success rate (no row, not 0%)
+    # budget stops are failures: the cell where every episode hit a limit reads 0%, and
+    # the rate without them stands beside each rate
     cells_table = graph_nav[graph_nav.index("<h3>Cells</h3>") : graph_nav.index("<h3>Cliffs")]
     rows = re.findall(
         r"<tr><td>gpt&lt;script&gt;alert\(2\)&lt;/script&gt;</td><td[^>]*>(\d+)</td>", cells_table
     )
-    assert rows == ["5", "10"]
+    assert rows == ["5", "10", "15"]
+    assert ">success without them</th>" in cells_table and ">budget stops (failures)</th>" in cells_table
     # only the environment the model agents played has the part; the page stays valid
     assert "harness" not in _world_section(html, "tool_dag").lower()
     assert html.count('id="world-graph_nav-harness"') == 1
@@ -548,8 +550,9 @@ def test_the_phase_diagram_marks_cells_stopped_by_a_harness_limit() -> None:
     marked = plots.phase_diagram_svg(
         tables["grid"], "graph_nav", tables["critical_points"], tables["excluded"]
     )
-    assert "harness" not in plain and "harness" in marked
-    assert "+1 limit" in marked  # sc 10: 3 measured, 1 stopped
+    assert "at limit" not in plain and "harness" not in marked
+    # sc 10: 1 of 4 stopped; sc 15: all 4, a rate of 0 (failures), not a blank cell
+    assert "1 at limit" in marked and "4 at limit" in marked
 
 
 # --- what the metrics and the fits mean ------------------------------------------------

@@ -158,14 +158,15 @@ def analyse_worlds(cfg: Config, run: str) -> dict[str, str]:
     for r in tables["harness"].itertuples():
         rate = f"{r.p:.1%}" if pd.notna(r.p) else "no episode measured"
         logger.info(
-            "%s/%s (%s memory): success %s over %d measured episodes; %d budget_exceeded "
-            "(harness limits, left out of every rate); %d repairs, %d fallbacks in %d calls",
+            "%s/%s (%s memory): success %s over %d measured episodes; %d budget_exceeded and "
+            "%d format_failure (counted as failures); %d repairs, %d fallbacks in %d calls",
             r.env,
             r.model,
             r.memory,
             rate,
             r.measured,
             r.budget_exceeded,
+            r.format_failures,
             r.repairs,
             r.fallbacks,
             r.calls,
