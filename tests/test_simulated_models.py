@@ -135,6 +135,33 @@ def test_hazard_never_falls_and_success_never_rises(
     assert truth.success_probability(n + 1) <= truth.success_probability(n) <= 1.0
 
 
+def test_truth_describes_itself_in_one_line() -> None:
+    assert PlantedTruth(eps=0.05).describe() == "eps_i = 0.05"
+    rising = PlantedTruth(eps=0.01, shape="linear", rate=0.05, cap=0.9, usable=0.95)
+    assert rising.describe() == "eps_i = 0.01 * (1 + 0.05 (i - 1)), capped at 0.9; usable answers 0.95"
+    assert PlantedTruth(eps=0.01, shape="exponential", rate=0.1, cap=0.5).describe() == (
+        "eps_i = 0.01 * 1.1^(i - 1), capped at 0.5"
+    )
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"eps": 1.0}, "eps:"),
+        ({"eps": 0.1, "shape": "cubic"}, "shape:"),
+        ({"eps": 0.1, "shape": "linear", "rate": -0.1, "cap": 0.5}, "rate:"),
+        ({"eps": 0.6, "shape": "linear", "rate": 0.1, "cap": 0.5}, "cap:"),
+        ({"eps": 0.1, "shape": "exponential", "rate": 0.1, "cap": 1.0}, "cap:"),
+        ({"eps": 0.1, "usable": 1.5}, "usable:"),
+    ],
+)
+def test_a_truth_that_is_not_one_is_refused_naming_the_field(fields: dict, needle: str) -> None:
+    with pytest.raises(ValueError, match=needle):
+        PlantedTruth(**fields)
+    with pytest.raises(ValueError, match="from 1"):
+        PlantedTruth(eps=0.1).hazard(0)
+
+
 def test_other_models_plant_nothing() -> None:
     assert spec(kind="oracle").truth() is None
     assert spec(kind="random").truth() is None

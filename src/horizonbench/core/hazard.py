@@ -79,6 +79,17 @@ class PlantedTruth:
             raw = math.exp(min(log, 0.0))
         return min(raw, self.cap)
 
+    def describe(self) -> str:
+        """The truth in one line, for reports and logs (``eps_i = 0.01 * (1 + 0.05 (i - 1)),
+        capped at 0.9; usable answers 0.95``)."""
+        if self.shape == "constant":
+            text = f"eps_i = {self.eps:g}"
+        elif self.shape == "linear":
+            text = f"eps_i = {self.eps:g} * (1 + {self.rate:g} (i - 1)), capped at {self.cap:g}"
+        else:
+            text = f"eps_i = {self.eps:g} * {1 + self.rate:g}^(i - 1), capped at {self.cap:g}"
+        return text if self.usable == 1.0 else f"{text}; usable answers {self.usable:g}"
+
     def hazards(self, n: int) -> np.ndarray:
         """``hazard(1..n)`` as a float array (what the families draw against)."""
         return np.array([self.hazard(i) for i in range(1, n + 1)], dtype=float)
