@@ -371,7 +371,8 @@ def _fast_pairs(text: str) -> list[tuple[str, str]] | None:
     general reader then reads. ``text`` has its curly quotes made ASCII already.
 
     In such an answer the list is the last candidate, no other candidate can enclose
-    it, and every pair is a step by the general reader's rules too (a null action or
+    it, the answer-line rule leaves it the answer (:func:`_list_is_answer`; otherwise
+    the general reader decides), and every pair is a step by the general reader's rules too (a null action or
     argument is left to it): the general reader would choose the same plan, unless the
     task's vocabulary rules it out, which the caller leaves to the general reader.
     tests/test_plan_parser_fast.py checks the agreement on generated and hostile
