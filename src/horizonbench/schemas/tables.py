@@ -90,14 +90,19 @@ SCORES_SCHEMA = pa.schema(
         pa.field("success", pa.bool_(), nullable=False),
         pa.field("valid", pa.bool_(), nullable=False),
         pa.field("exact_match", pa.bool_(), nullable=False),
+        #: maze: the share of the optimal plan done before the first violation; puzzles:
+        #: the share of the start's distance to the goal that the last state closed
+        #: (1 - d(last) / d(start) by the certificate's distance map, clipped to [0, 1])
         pa.field("progress_ratio", pa.float64(), nullable=False),
         #: maze: multiset precision (predicted actions found in the gold plan, order
-        #: ignored); puzzles: the share of legal moves
-        pa.field("precision", pa.float64(), nullable=False),
+        #: ignored); null for puzzles (their share of legal moves is move_legality_rate)
+        pa.field("precision", pa.float64()),
         #: maze: seqBench's precision read by position (predicted steps equal to the gold
         #: step at the same index, over the predicted length); null for other families
         pa.field("precision_positional", pa.float64()),
-        pa.field("recall", pa.float64(), nullable=False),
+        #: maze: multiset recall; null for puzzles (legal moves over the optimal length
+        #: is legal_move_coverage)
+        pa.field("recall", pa.float64()),
         pa.field("plan_length", pa.int32(), nullable=False),
         pa.field("violation", pa.string()),
         pa.field("first_violation_step", pa.int32()),
@@ -109,6 +114,12 @@ SCORES_SCHEMA = pa.schema(
         pa.field("optimality_gap", pa.float64()),
         pa.field("move_legality_rate", pa.float64()),
         pa.field("steps_taken", pa.int32()),
+        #: puzzle families: legal moves made over the optimal length (capped at 1; 1 for a
+        #: success): it counts moves, not progress (a legal random walk scores 1.0)
+        pa.field("legal_move_coverage", pa.float64()),
+        #: puzzle families: progress_ratio of the closest state to the goal the attempt
+        #: reached (1 - min d / d(start))
+        pa.field("best_progress", pa.float64()),
     ]
 )
 

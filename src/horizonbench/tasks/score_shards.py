@@ -166,9 +166,11 @@ def _scored(att: Mapping[str, Any], row: Mapping[str, Any], s: Score, mode: str)
         "valid": s.valid,
         "exact_match": s.exact_match,
         "progress_ratio": s.progress_ratio,
-        "precision": s.precision,
+        # NaN: not a measure of this family (the puzzles' legal-move shares have their own
+        # columns since issue 22); written as null
+        "precision": None if s.precision != s.precision else s.precision,
         "precision_positional": extra.get("precision_positional"),
-        "recall": s.recall,
+        "recall": None if s.recall != s.recall else s.recall,
         "plan_length": s.plan_length,
         "violation": s.violation,
         "first_violation_step": s.first_violation_step,
@@ -177,6 +179,8 @@ def _scored(att: Mapping[str, Any], row: Mapping[str, Any], s: Score, mode: str)
         "optimality_gap": extra.get("optimality_gap"),
         "move_legality_rate": extra.get("move_legality_rate"),
         "steps_taken": extra.get("steps_taken"),
+        "legal_move_coverage": extra.get("legal_move_coverage"),
+        "best_progress": extra.get("best_progress"),
     }
 
 
@@ -204,6 +208,8 @@ def _unanswered(att: Mapping[str, Any], row: Mapping[str, Any], error_class: str
         "optimality_gap": None,
         "move_legality_rate": None,
         "steps_taken": None,
+        "legal_move_coverage": None,
+        "best_progress": None,
     }
 
 

@@ -16,7 +16,7 @@ Vocabulary used by every puzzle:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -103,6 +103,12 @@ class Puzzle(Protocol):
         share goals (cached per process), else a search from the start."""
         ...
 
+    def distance_to(self, goal: State, rules: Mapping[str, Any], n: int) -> Callable[[State], int | None]:
+        """A function giving the fewest legal moves from a state to ``goal`` (a look-up
+        in the certificate's cached distance map where there is one), or None when the
+        goal cannot be reached from it. Scoring's progress measures read it."""
+        ...
+
     def successors(self, state: State, rules: Mapping[str, Any]) -> Iterator[tuple[Move, State]]:
         """Every legal move from ``state`` with the state it leads to."""
         ...
@@ -183,6 +189,14 @@ def bfs_path(
     return Unsolved("unsolvable", nodes)
 
 
+def bfs_distance(start: State, goal: State, successors: Any, node_limit: int = 200_000) -> int | None:
+    """The number of moves from ``start`` to ``goal`` by plain BFS, or None when the goal
+    is unreachable or the search gives up at ``node_limit`` (scoring's fallback for
+    goals no shared distance map covers)."""
+    found = bfs_path(start, goal, successors, node_limit)
+    return found.length if isinstance(found, Certificate) else None
+
+
 def _walk_back(parent: Mapping[State, tuple[State, Move] | None], end: State, nodes: int) -> Certificate:
     states = [end]
     moves: list[Move] = []
@@ -260,6 +274,7 @@ __all__: Sequence[str] = [
     "bfs_path",
     "check_sizes",
     "descend",
+    "bfs_distance",
     "distance_map",
     "replay",
     "trajectory_ok",

@@ -19,7 +19,8 @@ import heapq
 import itertools
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import lru_cache
 from typing import Any, ClassVar
 
 import numpy as np
@@ -227,14 +228,32 @@ class _Goal:
         return [(i, j) for i in tops for j in range(k) if j != i]
 
 
+#: node limit of the searches scoring makes (the certificates' default is 1,000,000);
+#: a state further from the goal than this can search reads as no progress
+SCORING_NODE_LIMIT = 200_000
+
+
+@lru_cache(maxsize=4096)
+def _goal_distance(state: BWState, goal: BWState) -> int | None:
+    found = _astar(state, goal, SCORING_NODE_LIMIT)
+    return found.length if isinstance(found, Certificate) else None
+
+
 _W_BITS, _W_MASK = 5, 31
 _SEP = "|"
 
 
-def _astar(start: BWState, goal: BWState, node_limit: int) -> Certificate | Unsolved:
+def _astar(
+    start: BWState, goal: BWState, node_limit: int, below: int | None = None, more: Sequence[BWState] = ()
+) -> Certificate | Unsolved:
     """A* with the admissible, consistent heuristic of :class:`_Goal` over the pruned
     moves of :meth:`_Goal.useful_moves`: the first time the goal leaves the queue its
     distance is optimal; an exhausted queue proves the goal unreachable.
+
+    For scoring: ``more`` adds sources (every source at g = 0, as from one super-source),
+    so the first goal popped is the distance of the CLOSEST of them; with ``below`` the
+    search gives up (``Unsolved("bound")``) as soon as the least f in the queue reaches
+    it (the heuristic is consistent: every distance is then at least ``below``).
 
     States are keyed as one string (stacks joined by ``|``): strings cache their hash,
     which matters at a few hundred thousand dictionary look-ups per search.
@@ -245,17 +264,26 @@ def _astar(start: BWState, goal: BWState, node_limit: int) -> Certificate | Unso
         return Unsolved("unsolvable", 0)
     facts = _Goal(dst)
     home, height, under, unit, penalty = facts.home, facts.height, facts.under, facts.unit, facts.penalty
-    cps0, lb0, w0 = facts.measure(src)
-    key0, goal_key = _SEP.join(src), _SEP.join(dst)
-    best = {key0: 0}
-    parent: dict[str, tuple[str, BWMove] | None] = {key0: None}
+    goal_key = _SEP.join(dst)
+    best: dict[str, int] = {}
+    parent: dict[str, tuple[str, BWMove] | None] = {}
     closed: set[str] = set()
-    heap = [(lb0 + facts.penalty(src, cps0, w0), 0, 0, key0, cps0, lb0, w0)]
-    tick = nodes = 0
+    heap = []
+    for source in (src, *(["".join(s) for s in other] for other in more)):
+        key0 = _SEP.join(source)
+        if key0 in best:
+            continue
+        cps0, lb0, w0 = facts.measure(source)
+        best[key0], parent[key0] = 0, None
+        heap.append((lb0 + facts.penalty(source, cps0, w0), 0, len(heap), key0, cps0, lb0, w0))
+    heapq.heapify(heap)
+    tick, nodes = len(heap), 0
     while heap:
-        _, neg_g, _, key, cps, lb, w = heapq.heappop(heap)
+        f, neg_g, _, key, cps, lb, w = heapq.heappop(heap)
         if key in closed:
             continue
+        if below is not None and f >= below:
+            return Unsolved("bound", nodes)
         if key == goal_key:
             return _path(parent, key, nodes)
         if nodes >= node_limit:
@@ -341,6 +369,9 @@ class BlocksWorld:
     action: ClassVar[str] = "move_block"
     violations: ClassVar[tuple[str, ...]] = VIOLATIONS
     params_model: ClassVar[type[BaseModel]] = BlocksWorldParams
+    #: distances to the goal come from a search, not a cached map: scoring reads the gold
+    #: trajectory's states off the row first (family.goal_progress)
+    searched_distances: ClassVar[bool] = True
 
     # configurations and certificates
 
@@ -375,6 +406,23 @@ class BlocksWorld:
         """A* from the start (goals are not shared). With 2 stacks only n + 1 states are
         reachable from each start, and the search proves the rest unsolvable."""
         return _astar(_stacks(config.start), _stacks(config.goal), node_limit)
+
+    def distance_to(self, goal: Any, rules: Mapping[str, Any], n: int) -> Callable[[Any], int | None]:
+        """Moves from a state to ``goal`` by A* (as the certificates; cached per state),
+        None when unreachable or past :data:`SCORING_NODE_LIMIT` nodes."""
+        target = _stacks(goal)
+        return lambda state: _goal_distance(_stacks(state), target)
+
+    def closest_distance(
+        self, states: Sequence[Any], goal: Any, rules: Mapping[str, Any], n: int, below: int | None = None
+    ) -> int | None:
+        """The least distance to ``goal`` among ``states``: one A* from all of them at
+        once; None when it is at least ``below`` (or unreachable, or too far to search)."""
+        if not states:
+            return None
+        first, *rest = (_stacks(s) for s in states)
+        found = _astar(first, _stacks(goal), SCORING_NODE_LIMIT, below, rest)
+        return found.length if isinstance(found, Certificate) else None
 
     # rules
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import hashlib
 import re
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from math import comb
 from typing import Any, ClassVar, Literal
@@ -58,6 +58,7 @@ from horizonbench.datasets.puzzles.base import (
     Configuration,
     IllegalMove,
     Unsolved,
+    bfs_distance,
     bfs_path,
     check_sizes,
     descend,
@@ -306,6 +307,19 @@ class _DistanceTable(Mapping[str, int]):
             yield cells[:gap] + "_" + cells[gap:]
 
 
+#: scoring reads the free-move map of sizes up to this many boards (every size: n = 10
+#: has 3.9M), as the certificates do
+_SCORING_MAP_LIMIT = 5_000_000
+
+
+@lru_cache(maxsize=4096)
+def _directed_distance(state: str, goal: str, steps: tuple[tuple[str, int], ...] | None) -> int | None:
+    """BFS distance under the direction rule (the classic start's puzzle: every move goes
+    forward, so the boards reachable from a state are few)."""
+    rule = dict(steps) if steps is not None else None
+    return bfs_distance(state, goal, lambda s: _moves(s, rule), 2_000_000)
+
+
 @lru_cache(maxsize=2 * MAX_N)
 def _goal_distances(n: int, orientation: str) -> _DistanceTable:
     """Free-move distances to the goal of (n, orientation) from every board: one search
@@ -397,6 +411,17 @@ class Checkers:
                 return Unsolved("node_limit", 0)
             return descend(config.start, _goal_distances(config.n, orientation), _free_moves)
         return bfs_path(config.start, config.goal, lambda s: _moves(s, steps), node_limit)
+
+    def distance_to(self, goal: str, rules: Rules, n: int) -> Callable[[str], int | None]:
+        """Moves from a board to ``goal``: a look-up in the orientation's cached free-move
+        map (the certificates' own) for a free puzzle heading for its canonical goal,
+        else a BFS under the instance's direction rule; None if unreachable."""
+        steps = _steps(rules)
+        orientation = _orientation(rules)
+        if steps is None and goal == canonical_goal(n, orientation) and _space_size(n) <= _SCORING_MAP_LIMIT:
+            return _goal_distances(n, orientation).get
+        rule = None if steps is None else tuple(sorted(steps.items()))
+        return lambda state: _directed_distance(state, goal, rule)
 
     # --- rules ------------------------------------------------------------------------
 

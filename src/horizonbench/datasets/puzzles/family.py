@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -249,23 +250,25 @@ class PuzzleFamily:
             list(row["moves"]),
             self.move_list(s.arg for s in parsed.plan),
         )
-        progress = 1.0 if res.success else min(res.legal_moves, optimal) / optimal if optimal else 0.0
-        precision = res.legal_moves / res.plan_length if res.plan_length else (1.0 if res.success else 0.0)
+        legality = res.legal_moves / res.plan_length if res.plan_length else (1.0 if res.success else 0.0)
+        progress, best = self.goal_progress(row, res.states)
         violation, first = res.violation, res.first_violation_step
         return Score(
             success=res.success,
             valid=res.valid,
             exact_match=res.exact_match,
             progress_ratio=progress,
-            precision=precision,
-            recall=progress,
+            precision=math.nan,
+            recall=math.nan,
             plan_length=res.plan_length,
             violation=violation,
             first_violation_step=first,
             extra={
                 "mode": "plan",
                 "optimality_gap": res.optimality_gap(optimal),
-                "move_legality_rate": precision,
+                "move_legality_rate": legality,
+                "legal_move_coverage": _coverage(res.legal_moves, res.success, optimal),
+                "best_progress": best,
                 "steps_taken": res.plan_length,
                 "parse_error": None,  # a plan that reached scoring was read
             },
@@ -289,6 +292,61 @@ class PuzzleFamily:
             return f"illegal move: {exc}"
         return "ok" if walked == states else "trajectory does not match its moves"
 
+    def goal_progress(self, row: Mapping[str, Any], states: Sequence[State]) -> tuple[float, float]:
+        """(progress, best progress) of a trajectory: the share of the start's distance
+        to the goal that its last state closed, ``1 - d(last) / d(start)`` clipped to
+        [0, 1], and the same for the closest state it reached.
+
+        Why: counting legal moves (the old progress and recall) gave a random walk that
+        never reaches the goal 1.0 (issue 22); the distance map of the certificate says
+        how far from the goal each state is. A state the goal cannot be reached from
+        closes nothing (progress 0).
+
+        Kept cheap for scoring: the maps of Hanoi, Checkers and River Crossing are the
+        certificates' cached ones (one look-up a state); Blocks World searches (A*), so
+        a state of the gold trajectory is read off the row, the last state is searched
+        only up to d(start) (at or past it, the clipped progress is 0 whatever the
+        exact distance), and the closest of the others comes from ONE search from all of
+        them, given up once it cannot beat the best so far.
+        """
+        optimal = int(row["solution_length"])
+        if optimal <= 0 or not states:
+            return 1.0, 1.0
+        pz, goal, rules, n = self.puzzle, self.goal(row), self.rules_of(row), int(row["n"])
+        if not getattr(pz, "searched_distances", False):
+            distance = pz.distance_to(goal, rules, n)
+            ds = [distance(s) for s in dict.fromkeys(states)]
+            reached = [d for d in ds if d is not None]
+            final = 0 if states[-1] == goal else distance(states[-1])
+            best = min(reached, default=optimal)
+        else:
+            # a search per state is too slow: the gold trajectory's states are read off
+            # the row, the last state is searched, and the closest of the rest comes from
+            # one search from all of them at once, bounded by the best so far
+            known = {text: optimal - i for i, text in enumerate(row["states"])}
+            best, others = optimal, []
+            for s in dict.fromkeys(states):
+                d = known.get(pz.format_state(s))
+                if d is None:
+                    others.append(s)
+                else:
+                    best = min(best, d)
+            last = states[-1]
+            final = known.get(pz.format_state(last))
+            if final is None:
+                # bounded at d(start): a last state at least that far closed nothing, and
+                # its exact distance (a long search) would not change the clipped 0
+                final = pz.closest_distance([last], goal, rules, n, optimal)
+            if final is not None:
+                best = min(best, final)
+            others = [s for s in others if s != last]
+            if others and best > 0:
+                near = pz.closest_distance(others, goal, rules, n, best)
+                if near is not None:
+                    best = min(best, near)
+        progress = 0.0 if final is None else min(1.0, max(0.0, 1.0 - final / optimal))
+        return progress, 1.0 - best / optimal
+
     # --- rollouts ---------------------------------------------------------------------
 
     def start(self, row: Mapping[str, Any]) -> State:
@@ -309,14 +367,14 @@ class PuzzleFamily:
 
     def score_episode(self, row: Mapping[str, Any], ep: Episode) -> Score:
         optimal = int(row["solution_length"])
-        progress = 1.0 if ep.solved else (min(ep.legal, optimal) / optimal if optimal else 0.0)
+        progress, best = self.goal_progress(row, ep.path)
         return Score(
             success=ep.solved,
             valid=ep.failure is None,
             exact_match=False,
             progress_ratio=progress,
-            precision=ep.legality_rate(),
-            recall=progress,
+            precision=math.nan,
+            recall=math.nan,
             plan_length=ep.steps,
             violation=ep.failure,
             first_violation_step=ep.failure_step,
@@ -324,6 +382,8 @@ class PuzzleFamily:
                 "mode": "rollout",
                 "optimality_gap": ep.optimality_gap(),
                 "move_legality_rate": ep.legality_rate(),
+                "legal_move_coverage": _coverage(ep.legal, ep.solved, optimal),
+                "best_progress": best,
                 "steps_taken": ep.steps,
                 "parse_error": ep.detail if ep.failure == "invalid_output" else None,
             },
@@ -431,6 +491,15 @@ class PuzzleFamily:
         return pz.format_state(options[int(rng.integers(len(options)))])
 
 
+def _coverage(legal: int, success: bool, optimal: int) -> float:
+    """Legal moves made, as a share of the optimal length (capped at 1; 1 for a success):
+    what the puzzles called recall and progress before issue 22. It counts moves, not
+    progress: a legal random walk of L moves scores 1.0."""
+    if success:
+        return 1.0
+    return min(legal, optimal) / optimal if optimal else 0.0
+
+
 def _moves_text(moves: Sequence[str]) -> str:
     return f"Moves: {_list_text(moves)}"
 
@@ -457,8 +526,8 @@ def _failed_score(violation: str, plan_length: int, parse_error: str | None) -> 
         valid=False,
         exact_match=False,
         progress_ratio=0.0,
-        precision=0.0,
-        recall=0.0,
+        precision=math.nan,
+        recall=math.nan,
         plan_length=plan_length,
         violation=violation,
         first_violation_step=0,
@@ -466,6 +535,8 @@ def _failed_score(violation: str, plan_length: int, parse_error: str | None) -> 
             "mode": "plan",
             "optimality_gap": None,
             "move_legality_rate": 0.0,
+            "legal_move_coverage": 0.0,
+            "best_progress": 0.0,
             "steps_taken": 0,
             "parse_error": parse_error,
         },

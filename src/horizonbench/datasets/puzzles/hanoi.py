@@ -14,7 +14,7 @@ the search is cached per (n, goal) and its distance map is read off by
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -29,6 +29,7 @@ from horizonbench.datasets.puzzles.base import (
     Configuration,
     IllegalMove,
     Unsolved,
+    bfs_distance,
     check_sizes,
     descend,
     distance_map,
@@ -155,6 +156,14 @@ class Hanoi:
             return Unsolved("node_limit", 0)
         dist = _goal_distances(config.n, str(config.rules["goal_peg"]))
         return descend(config.start, dist, _moves)
+
+    def distance_to(self, goal: HanoiState, rules: Rules, n: int) -> Callable[[HanoiState], int | None]:
+        """Moves from a state to ``goal``: a look-up in the goal tower's cached map of all
+        3^n states (the certificates' own), else a BFS; None if unreachable."""
+        for peg in PEGS:
+            if goal == tower(n, peg):
+                return _goal_distances(n, peg).get
+        return lambda state: bfs_distance(state, goal, _moves)
 
     # --- rules ------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
 
@@ -40,6 +40,7 @@ from horizonbench.datasets.puzzles.base import (
     Configuration,
     IllegalMove,
     Unsolved,
+    bfs_distance,
     bfs_path,
     distance_map,
 )
@@ -376,6 +377,17 @@ class RiverCrossing:
         if side is None:
             raise ValueError("the quotient map only knows goals with everyone on one bank")
         return _plan(n, k, side).dist.get(_quotient(RiverState(*config.start), n))
+
+    def distance_to(self, goal: Any, rules: Mapping[str, Any], n: int) -> Callable[[Any], int | None]:
+        """Crossings from a state to ``goal``: a look-up in the shared quotient map (the
+        certificates' own) when the goal is everyone on one bank, else a BFS; None if
+        unreachable."""
+        target = RiverState(*goal)
+        side = _everyone_on(target, n)
+        if side is None:
+            return lambda state: bfs_distance(RiverState(*state), target, lambda s: self.successors(s, rules))
+        dist = _plan(n, int(rules["boat_capacity"]), side).dist
+        return lambda state: dist.get(_quotient(RiverState(*state), n))
 
     def certify_by_bfs(self, config: Configuration, node_limit: int) -> Certificate | Unsolved:
         """Plain concrete BFS from the start (Algorithm 3): the baseline and the check of

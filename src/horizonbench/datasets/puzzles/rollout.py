@@ -117,6 +117,8 @@ class PlanResult:
     legal_moves: int
     violation: str | None
     first_violation_step: int | None
+    #: the states the legal prefix visited, start first (the progress measures read them)
+    states: tuple[State, ...] = ()
 
     def optimality_gap(self, optimal: int) -> float | None:
         if not self.success or optimal == 0:
@@ -135,14 +137,18 @@ def score_plan(
     """Replay a parsed whole plan. A legal plan that stops short is ``goal_not_reached``."""
     exact = [puzzle.format_move(m) for m in moves] == list(gold_moves)
     state = start
+    states = [start]
     for i, move in enumerate(moves):
         try:
             state = puzzle.apply(state, move, rules)
         except IllegalMove as exc:
-            return PlanResult(False, False, exact, len(moves), i, exc.kind, i)
+            return PlanResult(False, False, exact, len(moves), i, exc.kind, i, tuple(states))
+        states.append(state)
     if state != goal:
-        return PlanResult(False, True, exact, len(moves), len(moves), "goal_not_reached", len(moves))
-    return PlanResult(True, True, exact, len(moves), len(moves), None, None)
+        return PlanResult(
+            False, True, exact, len(moves), len(moves), "goal_not_reached", len(moves), tuple(states)
+        )
+    return PlanResult(True, True, exact, len(moves), len(moves), None, None, tuple(states))
 
 
 @dataclass
@@ -157,6 +163,8 @@ class Episode:
     optimal: int
     state: State = field(init=False)
     visited: set[State] = field(init=False)
+    #: the states the episode went through, start first (the progress measures read them)
+    path: list[State] = field(init=False)
     steps: int = 0
     legal: int = 0
     failure: str | None = None
@@ -166,6 +174,7 @@ class Episode:
     def __post_init__(self) -> None:
         self.state = self.start
         self.visited = {self.start}
+        self.path = [self.start]
 
     @property
     def max_steps(self) -> int:
@@ -207,6 +216,7 @@ class Episode:
             return
         self.legal += 1
         self.visited.add(nxt)
+        self.path.append(nxt)
         self.state = nxt
         if not self.solved and self.steps >= self.max_steps:
             self._fail("horizon_exceeded", turn, f"{self.max_steps} steps without reaching the goal")
