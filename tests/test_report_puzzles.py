@@ -213,6 +213,8 @@ def test_predicted_vs_observed_rows(mixed_html: str) -> None:
         "95% of observed shares",
         "move legality",
         "optimality gap (solved)",
+        "distance closed",
+        "closest reached",
     ]
     assert len(rows) == 2 * 2 * 2 * 4
     hanoi = [r for r in rows if r[0] == "hanoi" and r[1] == "plan" and r[2] == "puzzle-only"]

@@ -143,7 +143,17 @@ BY_N_COLUMNS = [
     "predicted_eps_high",
     "move_legality_mean",
     "optimality_gap_mean",
+    "progress_mean",
+    "best_progress_mean",
 ]
+
+
+def _mean(g: pd.DataFrame, column: str) -> float:
+    """Mean of a numeric column, NaN when the column is absent or all missing."""
+    if column not in g:
+        return math.nan
+    values = pd.to_numeric(g[column], errors="coerce").astype("float64").dropna()
+    return float(values.mean()) if len(values) else math.nan
 
 
 def compounding_tables(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -178,6 +188,9 @@ def compounding_tables(scores: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame
                     "predicted_eps_high": predicted_success(Ln, f.eps_low),
                     "move_legality_mean": float(g["move_legality_rate"].astype(float).mean()),
                     "optimality_gap_mean": float(gaps.astype(float).mean()) if len(gaps) else math.nan,
+                    # the share of the start's distance to the goal closed (puzzle scoring)
+                    "progress_mean": _mean(g, "progress_ratio"),
+                    "best_progress_mean": _mean(g, "best_progress"),
                 }
             )
     return pd.DataFrame(fits, columns=FIT_COLUMNS), pd.DataFrame(rows, columns=BY_N_COLUMNS)

@@ -109,6 +109,8 @@ _BY_N = [
     ("predicted_ci", "95% of observed shares", "pct-range"),
     ("move_legality_mean", "move legality", "pct"),
     ("optimality_gap_mean", "optimality gap (solved)", "pct"),
+    ("progress_mean", "distance closed", "pct"),
+    ("best_progress_mean", "closest reached", "pct"),
 ]
 _PUZZLE_VIOLATIONS = [
     ("family", "family", "text"),

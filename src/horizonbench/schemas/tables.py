@@ -232,6 +232,8 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("predicted_eps_high", _F),
         ("move_legality_mean", _F),
         ("optimality_gap_mean", _F),
+        ("progress_mean", _F),
+        ("best_progress_mean", _F),
     ),
     # seqBench's figures (analysis/seqbench.py says what each column means)
     "progress_distribution": _schema(
