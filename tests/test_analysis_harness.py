@@ -313,3 +313,22 @@ def test_a_run_from_before_the_harness_reads_with_an_empty_harness_table(tmp_pat
     ex = read["excluded"]
     assert ex["budget_exceeded"].tolist() == [0, 0] and ex["measured"].tolist() == [1, 0]
     assert world_tasks.read_world_analysis(tmp_path / "no-world-study") is None
+
+
+def test_episodes_stopped_before_their_first_step_are_failures_without_a_jaccard():
+    """A context too small for the first prompt stops every episode at step 0: no
+    Jaccard. They are failures in the success contrast, absent from the Jaccard test."""
+    rows = [
+        episode("m", sc, "budget_exceeded", n=10 * sc + i, steps=0, mean_jaccard=NAN, final_jaccard=NAN)
+        for sc in (5, 10)
+        for i in range(3)
+    ]
+    rows += [episode("m", 15, "failure", n=200 + i, mean_jaccard=0.2 + 0.1 * i) for i in range(3)]
+    tables = worlds.world_tables(frame(rows), bootstrap=0)
+    assert tables["grid"]["p"].tolist() == [0.0, 0.0, 0.0]
+    c = tables["contrasts"].set_index("sc_from")
+    assert c["cohens_h"].tolist() == [0.0, 0.0]
+    assert c[["mw_p", "mw_p_holm", "mw_p_bh", "hodges_lehmann", "cliffs_delta"]].isna().all().all()
+    assert c["cliffs_delta_label"].isna().all()
+    for name, df in tables.items():
+        world_tasks.frame_table(df, WORLD_ANALYSIS_SCHEMAS[name])

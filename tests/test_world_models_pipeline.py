@@ -463,7 +463,8 @@ def test_a_study_whose_every_episode_stops_over_budget_at_once_is_reported_not_a
 ):
     """A context window too small for the first prompt: every episode ends
     budget_exceeded before its first step, no call is sent, the steps table is empty and
-    valid, and every episode is left out of the rates and counted apart from collapse."""
+    valid, and every episode counts as a failure, with the count of budget stops beside
+    each rate and no rate without them (nothing finished)."""
     with running_fake_server(H.oracle_player()) as server:
         data = H.config_data(server.base_url, oracle=False, model={"context_tokens": 2100})
         cfg = H.write_config(tmp_path / "c.yaml", data)
@@ -476,8 +477,10 @@ def test_a_study_whose_every_episode_stops_over_budget_at_once_is_reported_not_a
     assert eps["budget_detail"].str.contains("exceeds the model's context of 2,100").all()
     assert H.steps(out).empty
     excluded = pq.read_table(out / "analysis" / "worlds_excluded.parquet").to_pandas()
-    assert excluded["budget_exceeded"].sum() == 8 and (excluded["measured"] == 0).all()
-    assert pq.read_table(out / "analysis" / "worlds_grid.parquet").num_rows == 0
+    assert excluded["budget_exceeded"].sum() == 8 and (excluded["measured"] == excluded["episodes"]).all()
+    grid = pq.read_table(out / "analysis" / "worlds_grid.parquet").to_pandas()
+    assert len(grid) == 4 and (grid["p"] == 0.0).all() and (grid["budget_exceeded"] == grid["n"]).all()
+    assert (grid["n_finished"] == 0).all() and grid["p_finished"].isna().all()
 
 
 def _failed_flow_run_messages() -> list[str]:

@@ -264,12 +264,18 @@ def contrasts(episodes: pd.DataFrame) -> pd.DataFrame:
                 x = curve[curve["sc"] == a]
                 y = curve[curve["sc"] == b]
                 h = phase.cohens_h(float(x["success"].mean()), float(y["success"].mean()))
+                # an episode stopped before its first step has no Jaccard: it is in the
+                # success contrast (a failure) but not in the world-state one
                 jx, jy = x["mean_jaccard"].to_numpy(float), y["mean_jaccard"].to_numpy(float)
-                if np.ptp(np.concatenate([jx, jy])) == 0.0:
+                jx, jy = jx[np.isfinite(jx)], jy[np.isfinite(jy)]
+                if not (jx.size and jy.size):
+                    u = p = hl = d = math.nan
+                elif np.ptp(np.concatenate([jx, jy])) == 0.0:
                     u, p = float(jx.size * jy.size) / 2.0, 1.0  # identical samples: no evidence
                 else:
                     u, p = phase.mann_whitney(jx, jy)
-                d = phase.cliffs_delta(jx, jy)
+                if jx.size and jy.size:
+                    hl, d = phase.hodges_lehmann(jx, jy), phase.cliffs_delta(jx, jy)
                 rows.append(
                     {
                         "env": env,
@@ -281,18 +287,24 @@ def contrasts(episodes: pd.DataFrame) -> pd.DataFrame:
                         "cohens_h_label": phase.cohens_h_label(float(h)),
                         "mw_u": float(u),
                         "mw_p": float(p),
-                        "hodges_lehmann": phase.hodges_lehmann(jx, jy),
+                        "hodges_lehmann": hl,
                         "cliffs_delta": d,
-                        "cliffs_delta_label": phase.cliffs_delta_label(d),
+                        "cliffs_delta_label": None if math.isnan(d) else phase.cliffs_delta_label(d),
                     }
                 )
     if not rows:
         return _empty(CONTRAST_COLUMNS)
     out = pd.DataFrame(rows)
     p = out["mw_p"].to_numpy(float)
-    out["mw_p_holm"] = phase.holm(p)
-    out["mw_p_bonferroni"] = phase.bonferroni(p)
-    out["mw_p_bh"] = phase.benjamini_hochberg(p)
+    tested = np.isfinite(p)  # adjusted over the tests that were made
+    for col, adjust in (
+        ("mw_p_holm", phase.holm),
+        ("mw_p_bonferroni", phase.bonferroni),
+        ("mw_p_bh", phase.benjamini_hochberg),
+    ):
+        adjusted = np.full(p.size, math.nan)
+        adjusted[tested] = adjust(p[tested])
+        out[col] = adjusted
     return out[CONTRAST_COLUMNS]
 
 

@@ -134,6 +134,7 @@ def _counts(runner: ModelRunner, played: list[Played]) -> dict[str, Any]:
         "unfinished_by_class": dict(sorted(unfinished.items())),
         "successes": sum(1 for r in results if r.episode["success"]),
         "budget_exceeded": sum(1 for r in results if r.episode["outcome"] == "budget_exceeded"),
+        "format_failures": sum(1 for r in results if r.episode["outcome"] == "format_failure"),
         "calls": len(outcomes),
         "reused": sum(1 for o in outcomes if o.reused),
         "repairs": sum(int(r.episode["repairs"]) for r in results),
@@ -204,7 +205,7 @@ def run_world_models(cfg: Config, run: str) -> dict[str, Any]:
             out["agents"][agent.name] = counts
             logger.info(
                 "%s (%s, %s memory): %d of %d episodes finished, %d won, %d budget_exceeded, "
-                "%d calls (%d reused), %d repairs, %d fallbacks%s, $%.4f",
+                "%d format_failure, %d calls (%d reused), %d repairs, %d fallbacks%s, $%.4f",
                 agent.name,
                 spec.name,
                 agent.memory_mode,
@@ -212,6 +213,7 @@ def run_world_models(cfg: Config, run: str) -> dict[str, Any]:
                 counts["episodes"],
                 counts["successes"],
                 counts["budget_exceeded"],
+                counts["format_failures"],
                 counts["calls"],
                 counts["reused"],
                 counts["repairs"],
