@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"Calibration suite ({args.studies} studies per arm, seed {args.seed})")
     head = (
-        f"{'case':<48} {'arm':<8} {'measure':<22} {'target':>10} {'measured':>9} "
+        f"{'case':<52} {'arm':<8} {'measure':<22} {'target':>10} {'measured':>9} "
         f"{'Wilson 95%':>15} {'undef':>6}  verdict"
     )
     print(head)
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             interval = f"{row['low']:.3f}-{row['high']:.3f}"
             print(
-                f"{name:<48} {row['arm']:<8} {row['measure']:<22} {row['target']:>10} "
+                f"{name:<52} {row['arm']:<8} {row['measure']:<22} {row['target']:>10} "
                 f"{row['measured']:>9.3f} {interval:>15} {row['undefined']:>6}  {row['verdict']}"
             )
             extra = {k[5:]: v for k, v in row.items() if k.startswith("mean ")}

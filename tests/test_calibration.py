@@ -117,6 +117,20 @@ def test_a_trace_fails_where_it_was_planted(seed, action_at, lag):
     # the trailing-window tau_W sees the drop within the window, never before it
     tw = phase.tau_w(R)
     assert tw is not None and action_at - lag <= tw <= action_at - lag + phase.TAU_W_WINDOW - 1
+    # ... and tau_w_onset dates the drop itself
+    assert phase.tau_w_onset(R) == action_at - lag
+
+
+def test_tau_w_onset_examples():
+    assert phase.tau_w_onset([1.0] * 10) is None
+    assert phase.tau_w_onset([0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1]) == 3  # tau_w is 5
+    assert phase.tau_w(np.array([0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1])) == 5
+    assert phase.tau_w_onset([0.2, 0.9]) == 0  # low from the start: tau_w is 0 already
+    # a shallow drop takes the whole window to detect: tau_w 4 steps late, the onset not
+    R = [1.0] * 6 + [0.4] * 6
+    assert phase.tau_w(R) == 10 and phase.tau_w_onset(R) == 6
+    # never earlier than the window that fired
+    assert phase.tau_w_onset([0.4] * 12) == 0 and phase.tau_w_onset([0.9] * 5 + [0.45] * 10) == 5
 
 
 @settings(max_examples=20, deadline=None)
@@ -230,8 +244,10 @@ def test_lag_sign_is_recovered_and_its_size_shrinks_by_the_window_delay():
     # planted -4: tau_W's trailing 5-step mean needs 2-3 failed steps to fall below 1/2
     assert -4.0 < planted.values["mean_lag"] < -1.0
     assert 1.5 < planted.values["detection_delay"] < 3.5
+    assert planted.values["onset_mean_lag"] == -4.0  # phase.tau_w_onset recovers it
     null = _arm(name, "null", 20)
     assert null.hits == 0 and null.values["mean_lag"] > 0  # simultaneous reads as action first
+    assert null.values["onset_mean_lag"] == 0.0
 
 
 def test_collapse_type_shares_are_recovered_and_slips_are_no_collapse():

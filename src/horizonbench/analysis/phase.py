@@ -23,7 +23,7 @@ Effect sizes and multiplicity (Tables 5 and 10, Appendices H and I):
 (with :func:`cliffs_delta_label`, :func:`cohens_h_label`), :func:`bonferroni`,
 :func:`holm`, :func:`benjamini_hochberg`.
 
-Trajectory level (Section 3, Appendix G): :func:`tau_w`, :func:`tau_a`, :func:`lag`,
+Trajectory level (Section 3, Appendix G): :func:`tau_w`, :func:`tau_w_onset`, :func:`tau_a`, :func:`lag`,
 :func:`bad_steps`, :func:`dependency_correct`, :func:`collapse_onset`,
 :func:`collapse_type`, :func:`lag_distribution`.
 
@@ -812,6 +812,28 @@ def tau_w(R, h: int = TAU_W_WINDOW, threshold: float = TAU_W_THRESHOLD) -> int |
         means.extend(np.lib.stride_tricks.sliding_window_view(r, h).sum(axis=1) / h)
     hits = np.flatnonzero(np.asarray(means) < threshold)
     return int(hits[0]) if hits.size else None
+
+
+def tau_w_onset(R, h: int = TAU_W_WINDOW, threshold: float = TAU_W_THRESHOLD) -> int | None:
+    """The step at which the fidelity drop that :func:`tau_w` detects began.
+
+    ``tau_w`` fires when the *trailing mean* of ``h`` steps falls below ``threshold``, so it
+    lags the drop itself: a fall from about 0.9 to about 0.15 needs three low steps in the
+    window, and ``tau_w`` lands two steps after the first of them (the calibration suite's
+    lag case: a world state failing 4 steps before the first invalid action reads as a
+    lag of -1.9, and a simultaneous failure as +2.1, i.e. "action first"). This is the
+    first step of the window ending at ``tau_w`` from which every fidelity value through
+    ``tau_w`` is below ``threshold``; ``tau_w`` itself when its own value is not below
+    (the mean fell without a sustained run). None when ``tau_w`` is None.
+    """
+    r = _float_series(R, "R")
+    tw = tau_w(r, h, threshold)
+    if tw is None:
+        return None
+    start = tw
+    while start > max(0, tw - h + 1) and r[start - 1] < threshold and r[start] < threshold:
+        start -= 1
+    return int(start)
 
 
 def tau_a(valid) -> int | None:
