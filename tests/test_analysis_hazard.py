@@ -172,3 +172,49 @@ def test_calibration_relative_shift_shows_in_its_own_null() -> None:
     rate most of the time (full size: 0.93), so it cannot tell a rising hazard apart."""
     result = run_case(RELATIVE_SHIFT, n_studies=40, seed=0, scale=0.5)
     assert result.arm("null").rate >= 0.6
+
+
+def _maze_study(rows: list[dict], truth: object, seed: int, samples: int = 8) -> pd.DataFrame:
+    from horizonbench.datasets.maze import MazeFamily
+
+    fam = MazeFamily()
+    out = []
+    for r in rows:
+        for k in range(samples):
+            rng = np.random.default_rng([seed, r["seed"] % 2**32, k])
+            s = fam.score(r, fam.parse_answer(fam.offline_answer(r, "noisy", rng, truth)))
+            out.append(
+                {
+                    "model": "m",
+                    "solution_length": r["solution_length"],
+                    "num_keys": r["num_keys"],
+                    "success": s.success,
+                    "progress_ratio": s.progress_ratio,
+                    "first_violation_step": np.nan
+                    if s.first_violation_step is None
+                    else s.first_violation_step,
+                }
+            )
+    return pd.DataFrame(out)
+
+
+def test_through_real_maze_scoring_constant_rate_is_not_flagged_and_rising_is() -> None:
+    """The noisy maze baseline (constant eps) and its rising kind, scored by the maze's
+    simulator. The maze locates a skipped key pickup at the locked door, later than the
+    mistake; read on first_violation_step that delay alone flagged 16 of 100 constant-rate
+    studies (measured), so the test reads the first deviation (progress_ratio * L)."""
+    from horizonbench.core.hazard import PlantedTruth
+    from horizonbench.datasets.maze import MazeFamily, MazeParams
+
+    params = MazeParams(grid_rows=8, grid_cols=8, num_keys=2, num_keys_mode="at_most")
+    rows = [r for s in range(80) if (r := MazeFamily().generate_candidate(params, s, s).row)]
+    flagged = 0
+    for seed in range(40):
+        out = first_violation_by_length(_maze_study(rows, 0.05, 1000 + seed))
+        flagged += bool(out["hazard_slope_low"].iloc[0] > 0)
+    # 2 of 100 at this design (measured), 1 of these 40; on first_violation_step, 6 of 40
+    assert flagged <= 2, flagged
+    rising = PlantedTruth(eps=0.02, shape="linear", rate=0.08, cap=0.9)
+    for seed in range(5):
+        out = first_violation_by_length(_maze_study(rows, rising, 2000 + seed))
+        assert out["hazard_slope_low"].iloc[0] > 0

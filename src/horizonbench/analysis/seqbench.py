@@ -306,6 +306,25 @@ def length_ranges(L: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray, n
     return lows[kept], highs[kept], renumber[index]
 
 
+def _deviation_steps(scores: pd.DataFrame, rows: _Rows, step: np.ndarray) -> np.ndarray:
+    """The step the hazard test reads per kept row: a maze row's first deviation from
+    every optimal plan (``round(progress_ratio * solution_length)``: the maze's progress
+    counts the leading actions that stay on some optimal plan), else the first violation.
+
+    Why: the maze locates a violation where it is DETECTED, which can be later than the
+    mistake (a skipped key pickup shows at the locked door), and that delay alone made a
+    constant-rate model's hazard look rising (16 of 100 constant-eps studies through real
+    maze scoring flagged on ``first_violation_step``, 2 of 100 on the deviation:
+    tests/test_analysis_hazard.py). Maze rows are the ones with a ``num_keys`` (a maze-only
+    scores column); a puzzle's illegal move is detected where it is made.
+    """
+    if "num_keys" not in scores or "progress_ratio" not in scores:
+        return step
+    maze = ~np.isnan(rows.col(scores, "num_keys"))
+    deviation = np.round(rows.col(scores, "progress_ratio") * rows.solution_length)
+    return np.where(maze & ~np.isnan(deviation) & ~np.isnan(step), deviation, step)
+
+
 def first_violation_by_length(scores: pd.DataFrame, groups: int = 4) -> pd.DataFrame:
     """Where the first violation falls, per model and range of L (seqBench Figure 10).
 
@@ -332,7 +351,9 @@ def first_violation_by_length(scores: pd.DataFrame, groups: int = 4) -> pd.DataF
     (:func:`hazard.hazard_trend` over all the model's attempts with a success or a located
     violation: ``hazard_slope`` in log-odds per ``hazard.STEP_UNIT`` steps, with its 95%
     interval; "rising" when ``hazard_slope_low > 0``). Failed attempts without a located
-    violation are left out of the test.
+    violation are left out of the test; a maze attempt's event is its first deviation
+    from every optimal plan, not the later step where the violation was detected
+    (:func:`_deviation_steps`).
     """
     ints = ("L_low", "L_high", "attempts")
     if groups < 1:
@@ -347,11 +368,12 @@ def first_violation_by_length(scores: pd.DataFrame, groups: int = 4) -> pd.DataF
     n_groups = rows.labels.size * n_ranges
     success = rows.col(scores, "success") == 1.0 if "success" in scores else np.zeros(step.size, bool)
     usable = (located | success) & (rows.solution_length > 0)
+    event = _deviation_steps(scores, rows, step)
     trend: dict[int, tuple[float, float, float, float]] = {}
     expected = np.full((n_groups, 4), np.nan)
     for m in np.unique(rows.model[located]):
         mine = usable & (rows.model == m)
-        t = hazard_trend(rows.solution_length[mine], np.where(success[mine], np.nan, step[mine]))
+        t = hazard_trend(rows.solution_length[mine], np.where(success[mine], np.nan, event[mine]))
         trend[int(m)] = (t.eps, t.slope, t.slope_low, t.slope_high)
         for r in range(n_ranges):
             cell = mine & (where == r)
