@@ -180,6 +180,30 @@ def test_the_decaying_agent_is_reproducible_and_its_onset_is_geometric():
     assert abs(np.mean(onsets) - mean) < 4 * sd / math.sqrt(len(onsets))
 
 
+def test_success_and_the_lag_distribution_match_the_planted_functions_over_a_study():
+    """Calibration in small: over 240 worlds the successes and the counts of each lag are
+    within 4 standard deviations of what planted_success and planted_lag_distribution
+    predict from each world's sc and L* (independent episodes: sums of Bernoullis)."""
+    C, r, k = 8, 0.04, 3
+    study = Study(ENVS, "III", (9, 12, 16), (1,), 10, 8, horizon_factor=1.5)
+    rows, _ = run_shard(
+        study.episodes(4), [AgentSpec("d", "decaying", {"capacity": C, "rate": r, "lead": k})], 1.5
+    )
+    wins = [row["success"] for row in rows]
+    p_win = [planted_success(row["sc"], row["optimal_length"], C, r, k) for row in rows]
+    var = sum(p * (1 - p) for p in p_win)
+    assert abs(sum(wins) - sum(p_win)) < 4 * math.sqrt(var) + 1, (sum(wins), sum(p_win))
+    for lag in (-k, 1 - k, 2 - k):
+        probs = [
+            (1 - pw) * planted_lag_distribution(row["sc"], row["optimal_length"], C, r, k).get(lag, 0.0)
+            for row, pw in zip(rows, p_win, strict=True)
+        ]
+        seen = sum(1 for row in rows if not row["success"] and row["lag"] == lag)
+        sd = math.sqrt(sum(q * (1 - q) for q in probs))
+        assert abs(seen - sum(probs)) < 4 * sd + 1, (lag, seen, sum(probs))
+    assert 0.1 < np.mean(wins) < 0.9  # both outcomes well represented
+
+
 def test_the_lag_table_recovers_the_planted_lag_where_the_bounded_agent_left_it_empty():
     """Issue 22: the bounded agent's Jaccard never fell below 1/2, so tau_W was never
     defined and the lag table was empty. The decaying agent's lags are all planted."""
