@@ -26,6 +26,7 @@ import pandas as pd
 
 from horizonbench.analysis.seqbench import first_violation_by_length
 from horizonbench.calibration.base import FALSE_POSITIVE_5, REPORT, Case, Target, Trial, register
+from horizonbench.core.hazard import PlantedTruth
 
 #: optimal lengths of the simulated attempts (the small Figure 1 design's span)
 LENGTHS = np.arange(5, 61)
@@ -59,12 +60,18 @@ def simulate(rng: np.random.Generator, hazards: np.ndarray, attempts: int) -> pd
     )
 
 
+#: the simulated models' own truths (core/hazard.py): the ``rising`` kind's linear shape
+#: and the ``noisy`` kind's constant rate; ``hazards(n)[i]`` is the error of step i + 1
+RISING_TRUTH = PlantedTruth(eps=EPS_RISING, shape="linear", rate=RATE, cap=CAP)
+CONSTANT_TRUTH = PlantedTruth(eps=EPS_CONSTANT)
+
+
 def rising_hazards(n: int = int(LENGTHS.max())) -> np.ndarray:
-    return np.minimum(EPS_RISING * (1.0 + RATE * np.arange(n)), CAP)
+    return RISING_TRUTH.hazards(n)
 
 
 def constant_hazards(n: int = int(LENGTHS.max())) -> np.ndarray:
-    return np.full(n, EPS_CONSTANT)
+    return CONSTANT_TRUTH.hazards(n)
 
 
 def _attempts(scale: float) -> int:
