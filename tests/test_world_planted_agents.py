@@ -33,7 +33,7 @@ from horizonbench.datasets.worlds.episode import EpisodeSpec, run_episode
 from horizonbench.datasets.worlds.study import AgentSpec, Study, environment_class, resolve_horizon, run_shard
 from horizonbench.harness.agent import HarnessSettings
 from horizonbench.harness.estimate import estimate_agent, format_world_estimate
-from horizonbench.harness.offline import UNUSABLE_ANSWERS, UnusableAnswersAgent
+from horizonbench.harness.offline import UNUSABLE_ANSWERS, UnusableAnswersAgent, planted_outcomes
 from horizonbench.harness.outputs import PlannerOutput, SelfDiagOutput, UpdaterOutput, read_output
 from horizonbench.schemas.config import parse_config
 from horizonbench.tasks.worlds import agent_specs
@@ -383,3 +383,40 @@ def test_the_dry_run_warns_per_cell_when_an_episode_at_t_outruns_its_budget():
     text = format_world_estimate([{"agent": "m", "memory": "structured", **row}])
     (line,) = [x for x in text.splitlines() if x.startswith("warning:")]
     assert "sc=20 dd=1" in line and "4,000" in line and "budget_exceeded" in line
+
+
+def test_the_planted_outcome_probabilities_are_exact_in_small_cases():
+    # never usable: a format failure after `streak` steps, unless T ends it first
+    assert planted_outcomes(1.0, 5, 10, 3) == {"success": 0.0, "format_failure": 1.0, "failure": 0.0}
+    assert planted_outcomes(1.0, 5, 3, 3)["failure"] == 1.0  # the 3rd fallback is the last step
+    assert planted_outcomes(0.0, 5, 10, 3) == {"success": 1.0, "format_failure": 0.0, "failure": 0.0}
+    # L* = 1, T = 2, streak 1: win at step 0 (1 - r), else the fallback ends it (r)
+    r = 0.3
+    got = planted_outcomes(r, 1, 2, 1)
+    assert got["success"] == pytest.approx(1 - r) and got["format_failure"] == pytest.approx(r)
+    # L* = 2, T = 3, streak 2: UU, UFU win; FU U win; FF format; UFF: 3rd step is the last
+    got = planted_outcomes(r, 2, 3, 2)
+    q = 1 - r
+    assert got["success"] == pytest.approx(q * q + q * r * q + r * q * q)
+    assert got["format_failure"] == pytest.approx(r * r)
+    assert sum(got.values()) == pytest.approx(1.0)
+
+
+def test_the_unusable_agents_outcomes_match_the_planted_probabilities():
+    """Calibration in small: over 180 static worlds, the counts of each outcome are
+    within 4 sd of the sums of planted_outcomes over the episodes' L* and T."""
+    rate, streak = 0.25, 2
+    study = Study(ENVS, "III", (6,), (1,), 10, 6, horizon_factor=1.5)
+    counts = {"success": 0, "format_failure": 0, "failure": 0}
+    expected = {k: [] for k in counts}
+    for ep in study.episodes(9):
+        ep = resolve_horizon(ep, 1.5)
+        agent = UnusableAnswersAgent("u", rate, {"fallback_streak": streak})
+        row = run_episode(environment_class(ep.env)(ep.spec), agent, ep).episode
+        counts[row["outcome"]] += 1
+        for k, p in planted_outcomes(rate, row["optimal_length"], row["horizon"], streak).items():
+            expected[k].append(p)
+    for k, ps in expected.items():
+        sd = math.sqrt(sum(p * (1 - p) for p in ps))
+        assert abs(counts[k] - sum(ps)) < 4 * sd + 1, (k, counts, {k: sum(v) for k, v in expected.items()})
+    assert counts["success"] and counts["format_failure"]

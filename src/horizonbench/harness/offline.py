@@ -62,6 +62,40 @@ def planted_fallback_share(rate: float) -> float:
     return float(rate)
 
 
+def planted_outcomes(rate: float, optimal_length: int, horizon: int, streak: int) -> dict[str, float]:
+    """The probability of each outcome of an :class:`UnusableAnswersAgent` episode in a
+    static world with plan length L* (``optimal_length``) and horizon T, without budget
+    stops: each step's Planner falls back with probability ``rate``; a usable step plays
+    the plan's next action (the oracle's), a fallen-back one changes nothing; the
+    episode is won at its L*-th usable step, ends as ``format_failure`` when ``streak``
+    fallbacks in a row come before the horizon's last step (the harness stops at the
+    next step), and is lost at T otherwise. Exact, by dynamic programming over (usable
+    steps so far, current run of fallbacks)."""
+    if not 0.0 <= rate <= 1.0 or optimal_length < 1 or horizon < 1 or streak < 1:
+        raise ValueError("need 0 <= rate <= 1, L* >= 1, T >= 1, streak >= 1")
+    out = {"success": 0.0, "format_failure": 0.0, "failure": 0.0}
+    states: dict[tuple[int, int], float] = {(0, 0): 1.0}
+    for t in range(horizon):
+        last = t == horizon - 1
+        nxt: dict[tuple[int, int], float] = {}
+        for (done, run), p in states.items():
+            if rate < 1.0:
+                if done + 1 == optimal_length:
+                    out["success"] += p * (1.0 - rate)
+                else:
+                    key = (done + 1, 0)
+                    nxt[key] = nxt.get(key, 0.0) + p * (1.0 - rate)
+            if rate > 0.0:
+                if run + 1 == streak and not last:
+                    out["format_failure"] += p * rate
+                else:
+                    key = (done, run + 1)
+                    nxt[key] = nxt.get(key, 0.0) + p * rate
+        states = nxt
+    out["failure"] += sum(states.values())
+    return out
+
+
 def role_of(request: AttemptRequest) -> str:
     """Which harness call a request is, from its system prompt."""
     system = next((m.content for m in request.messages if m.role == "system"), "")
