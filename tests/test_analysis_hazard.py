@@ -218,3 +218,18 @@ def test_through_real_maze_scoring_constant_rate_is_not_flagged_and_rising_is() 
     for seed in range(5):
         out = first_violation_by_length(_maze_study(rows, rising, 2000 + seed))
         assert out["hazard_slope_low"].iloc[0] > 0
+
+
+def test_figure10_draws_the_step_axis_the_expectation_and_marks_a_rising_hazard() -> None:
+    from horizonbench.calibration.figure10 import rising_hazards
+    from horizonbench.reports.seqbench_plots import first_violation_by_length_svg
+
+    rng = np.random.default_rng(2)
+    flat = simulate(rng, constant_hazards(), 400).assign(model="flat")
+    rising = simulate(rng, rising_hazards(), 400).assign(model="rises")
+    table = first_violation_by_length(pd.concat([flat, rising], ignore_index=True))
+    svg = first_violation_by_length_svg(table)
+    assert "first violation step" in svg and "constant-rate expectation" in svg
+    assert "rises (rising)" in svg and "flat (rising)" not in svg
+    old = table.drop(columns=["expected_step_median"])
+    assert "run the analyse stage again" in first_violation_by_length_svg(old)

@@ -206,6 +206,8 @@ def first_violation_by_length_svg(df: pd.DataFrame) -> str:
     name = "seqbench-first-violation-by-length"
     if df.empty:
         return _empty(name, "no failed attempts with a located violation")
+    if "expected_step_median" not in df.columns:  # an analysis written before issue 22
+        return _empty(name, "this analysis has no absolute steps: run the analyse stage again")
     models = _models(df)
     colours = _colours(models)
     ranges = df[["L_low", "L_high"]].drop_duplicates().sort_values(["L_low", "L_high"], kind="mergesort")
