@@ -147,18 +147,24 @@ def plan_tokens(run_dir: Path) -> pd.DataFrame | None:
     return table.to_pandas()
 
 
+#: the scores columns the analysis reads (a million attempts: every column costs memory)
+SCORE_COLUMNS_READ = frozenset(
+    {
+        *("answered", "family", "mode", "model", "instance_id", "sample", "solution_length"),
+        *("success", "valid", "exact_match", "progress_ratio", "precision", "precision_positional"),
+        *("recall", "violation", "first_violation_step", "parse_error"),
+        *("n", "optimality_gap", "move_legality_rate", "best_progress"),
+        # marks the maze's rows: Figure 10's hazard test reads them at their first deviation
+        "num_keys",
+    }
+)
+
+
 @task(name="analyse", cache_policy=NONE)
 def analyse(cfg: Config, run: str) -> dict[str, str]:
     logger = get_run_logger()
     run_dir = Path(run)
-    # only the columns the analysis reads (a million attempts: every column costs memory)
-    used = {
-        *("answered", "family", "mode", "model", "instance_id", "sample", "solution_length"),
-        *("success", "valid", "exact_match", "progress_ratio", "precision", "precision_positional"),
-        *("recall", "violation", "first_violation_step", "parse_error"),
-        *("n", "optimality_gap", "move_legality_rate"),
-    }
-    columns = [name for name in SCORES_SCHEMA.names if name in used]
+    columns = [name for name in SCORES_SCHEMA.names if name in SCORE_COLUMNS_READ]
     scores = answered_scores(
         pq.read_table(run_dir / SCORES_REL, columns=columns, schema=SCORES_SCHEMA).to_pandas()
     )
