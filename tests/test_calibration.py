@@ -157,9 +157,10 @@ def test_l0_interval_covers_and_no_decay_is_not_claimed():
 
 
 def test_eps_likelihood_ratio_interval_covers():
-    arm = _arm("eps coverage (plan test design)", "planted", 80)
-    assert 0.85 <= arm.rate <= 1.0, arm  # chi-square instead of chi-square / 2 gives ~0.995+
-    assert arm.rate < 1.0 or arm.high < 1.0
+    """200 cheap studies (seed 0): 0.935 covered; an interval built on the chi-square
+    quantile instead of its half covers 0.98 of them (about 99% nominal)."""
+    arm = _arm("eps coverage (plan test design)", "planted", 200)
+    assert 0.88 <= arm.rate <= 0.97, arm
     assert abs(arm.values["rel_error"]) < 0.05
 
 
@@ -256,3 +257,23 @@ def test_collapse_type_shares_are_recovered_and_slips_are_no_collapse():
     for kind, share in world_cases.SHARES.items():
         assert abs(planted.values[f"share_{kind}"] - share) < 0.05
     assert _arm("collapse-type shares", "null", 30, scale=0.5).hits == 0
+
+
+_positive = st.floats(0.5, 500.0, allow_nan=False)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_positive, _positive, _positive, _positive, _positive, _positive)
+def test_the_moved_rule_is_symmetric_in_the_two_nights(a, a_lo, a_hi, b, b_lo, b_hi):
+    """Swapping the nights swaps up and down (the rule uses the same two facing half-widths
+    either way), and disjoint intervals always move (the test is never stricter than
+    disjointness)."""
+    a_lo, a_hi = min(a, a_lo), max(a, a_hi)
+    b_lo, b_hi = min(b, b_lo), max(b, b_hi)
+    forward = cmp._moved(b, b_lo, b_hi, a, a_lo, a_hi)
+    backward = cmp._moved(a, a_lo, a_hi, b, b_lo, b_hi)
+    assert {forward, backward} in ({"within"}, {"up", "down"})
+    if forward == "up":
+        assert b > a and backward == "down"
+    if cmp._disjoint(b_lo, b_hi, a_lo, a_hi):
+        assert forward != "within"  # disjoint intervals always move
