@@ -313,8 +313,17 @@ class PuzzleFamily:
         if optimal <= 0 or not states:
             return 1.0, 1.0
         pz, goal, rules, n = self.puzzle, self.goal(row), self.rules_of(row), int(row["n"])
+        # the gold trajectory's distances are known: read them off the row first (a
+        # puzzle whose instance has no cached map, like Checkers' forward-only start,
+        # would search for each)
+        known = {text: optimal - i for i, text in enumerate(row["states"])}
         if not getattr(pz, "searched_distances", False):
-            distance = pz.distance_to(goal, rules, n)
+            lookup = pz.distance_to(goal, rules, n)
+
+            def distance(state: State) -> int | None:
+                d = known.get(pz.format_state(state))
+                return lookup(state) if d is None else d
+
             ds = [distance(s) for s in dict.fromkeys(states)]
             reached = [d for d in ds if d is not None]
             final = 0 if states[-1] == goal else distance(states[-1])
@@ -323,7 +332,6 @@ class PuzzleFamily:
             # a search per state is too slow: the gold trajectory's states are read off
             # the row, the last state is searched, and the closest of the rest comes from
             # one search from all of them at once, bounded by the best so far
-            known = {text: optimal - i for i, text in enumerate(row["states"])}
             best, others = optimal, []
             for s in dict.fromkeys(states):
                 d = known.get(pz.format_state(s))
