@@ -173,7 +173,8 @@ def _parser() -> argparse.ArgumentParser:
         help="one HTML page comparing runs: L0 per model and setting, and its trend",
         description="Compare finished runs: L0 per model and setting with its interval, side by "
         "side; over a series of runs (ordered by start time) the trend of L0 per model and a flag "
-        "when a run's L0 leaves the previous run's interval. Writes OUT/index.html and "
+        "when a run's L0 differs from the previous run's (a two-sample test on log L0 at 5%). "
+        "Writes OUT/index.html and "
         "OUT/compare.parquet.",
     )
     c.add_argument("runs", nargs="*", metavar="DIR", help="finished run folders")
@@ -483,13 +484,15 @@ def _print_fits(run: Path) -> None:
 
 
 def _print_moves(result: dict[str, Any]) -> None:
-    """One line per model whose latest L0 left the previous run's interval."""
+    """One line per model whose latest L0 moved (compare's two-sample test against the
+    previous run), with both runs' L0 and intervals."""
     for r in result["latest"].itertuples():
         if r.moved in ("up", "down"):
             success = "" if r.success_definition == "simulation" else f" (success: {r.success_definition})"
             print(
-                f"moved {r.moved}: {r.family} [{r.setting_id}] {r.model}{success}: L0 {r.L0:.1f} in {r.run}, "
-                f"outside {r.previous_run}'s interval {r.previous_L0_low:.1f} to {r.previous_L0_high:.1f}"
+                f"moved {r.moved}: {r.family} [{r.setting_id}] {r.model}{success}: L0 {r.L0:.1f} "
+                f"({r.L0_low:.1f} to {r.L0_high:.1f}) in {r.run} against {r.previous_L0:.1f} "
+                f"({r.previous_L0_low:.1f} to {r.previous_L0_high:.1f}) in {r.previous_run}"
             )
 
 

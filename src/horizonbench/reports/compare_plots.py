@@ -68,7 +68,7 @@ def l0_trend_svg(rows: pd.DataFrame, runs: Sequence[str], name: str) -> str:
             mfc="none",
             mew=1.6,
             color=_MOVED_COLOUR,
-            label="moved outside the previous interval",
+            label="moved (two-sample test against the previous run)",
         )
         ax.set_xlim(-0.6, len(runs) - 0.4)
         ax.set_ylim(0.0, top * 1.04)
