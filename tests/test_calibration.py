@@ -277,3 +277,12 @@ def test_the_moved_rule_is_symmetric_in_the_two_nights(a, a_lo, a_hi, b, b_lo, b
         assert b > a and backward == "down"
     if cmp._disjoint(b_lo, b_hi, a_lo, a_hi):
         assert forward != "within"  # disjoint intervals always move
+
+
+def test_budget_stops_counted_as_failures_keep_the_rate_honest():
+    """The issue's scripted agent: true success 0.5, most failures stopped by the budget.
+    Leaving the stops out read about 0.83; counting them as failures covers 0.5."""
+    name = "success with budget stops (p vs p_finished)"
+    planted, old = _arm(name, "planted", 40), _arm(name, "null", 40)
+    assert planted.rate >= 0.85 and abs(planted.values["rate"] - 0.5) < 0.05
+    assert old.rate <= 0.15 and old.values["rate"] > 0.75

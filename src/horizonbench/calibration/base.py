@@ -101,6 +101,9 @@ class Case:
     planted_target: Target = COVERAGE_95
     null_study: Study | None = None
     null_target: Target = FALSE_POSITIVE_5
+    #: what the null arm's rate is; a case whose "null" is a rival reading (the rate an
+    #: older rule gave) names it here
+    null_measure: str = "false positives"
 
 
 @dataclass(frozen=True)
@@ -168,7 +171,7 @@ def run_arm(
     hits = undefined = 0
     sums: dict[str, float] = {}
     counts: dict[str, int] = {}
-    measure = case.measure if arm == "planted" else "false positives"
+    measure = case.measure if arm == "planted" else case.null_measure
     for rng in study_rngs(case.name, arm, n_studies, seed):
         trial = study(rng, scale)
         if trial.hit is None:

@@ -157,3 +157,50 @@ W_TRANS = register(
         null_study=transition_study_for(None),
     )
 )
+
+
+#: the issue's scripted agent: true success 0.5, and the episodes that fail run longest,
+#: so most of them hit the output budget
+BUDGET_TRUE_P = 0.5
+BUDGET_STOP_SHARE = 0.8
+
+
+def budget_study_for(rate: str):
+    """Does the cell's Wilson interval of ``rate`` (``p``, budget stops as failures, or
+    ``p_finished``, without them) cover the true success 0.5?"""
+
+    def study(rng: np.random.Generator, scale: float) -> Trial:
+        n = max(10, round(CELL_N * scale))
+        success = rng.random(n) < BUDGET_TRUE_P
+        stopped = ~success & (rng.random(n) < BUDGET_STOP_SHARE)
+        eps = episodes_frame(np.full(n, 40), success)
+        eps["outcome"] = np.where(stopped, worlds.BUDGET_EXCEEDED, eps["outcome"])
+        cell = worlds.grid(eps).iloc[0]
+        if rate == "p":
+            low, high, value = float(cell["wilson_low"]), float(cell["wilson_high"]), float(cell["p"])
+        else:
+            wins, m = int(round(cell["p_finished"] * cell["n_finished"])), int(cell["n_finished"])
+            low, high = phase.wilson_interval(wins, m)
+            value = float(cell["p_finished"])
+        return Trial(
+            bool(low <= BUDGET_TRUE_P <= high), {"rate": value, "stops": float(cell["budget_exceeded"])}
+        )
+
+    return study
+
+
+BUDGET = register(
+    Case(
+        name="success with budget stops (p vs p_finished)",
+        statistic="analysis/worlds.py grid: p (stops count as failures) with its Wilson interval",
+        planted=f"true success {BUDGET_TRUE_P}, {CELL_N} episodes a cell, {BUDGET_STOP_SHARE:.0%} of the "
+        "failures stopped by the output budget (they run longest)",
+        null="the same cells read by p_finished (stops left out), the old primary rate: its "
+        "'coverage' is the null arm's rate, reported",
+        measure="coverage",
+        planted_study=budget_study_for("p"),
+        null_study=budget_study_for("p_finished"),
+        null_target=REPORT,
+        null_measure="coverage of p_finished",
+    )
+)
