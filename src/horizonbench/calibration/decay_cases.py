@@ -14,7 +14,7 @@ import pandas as pd
 
 from horizonbench.analysis.compounding import compounding_tables
 from horizonbench.analysis.summary import fit_all
-from horizonbench.calibration.base import COVERAGE_95, REPORT, Case, Target, Trial, register
+from horizonbench.calibration.base import COVERAGE_95, REPORT, Case, Trial, register
 
 #: the planted per-step error of the L0 case: L0 = -1 / ln(1 - eps) = 49.5
 L0_EPS = 0.02
@@ -175,4 +175,4 @@ for _mode, _reps in (("plan", 8), ("rollout", 4)):
         )
     )
 
-__all__ = ["L0_COVERAGE", "Target", "scores_frame", "simulate_decay", "true_l0"]
+__all__ = ["L0_COVERAGE", "scores_frame", "simulate_decay", "true_l0"]
