@@ -295,6 +295,9 @@ def scores_table(c: dict[str, Any], instance_ids: pa.Array) -> pa.Table:
         "optimality_gap": null_f,
         "move_legality_rate": null_f,
         "steps_taken": null_i,
+        # puzzle-only measures (the maze leaves them null, as score_shards does)
+        "legal_move_coverage": null_f,
+        "best_progress": null_f,
     }
     return pa.table([cols[f.name] for f in SCORES_SCHEMA], schema=SCORES_SCHEMA)
 

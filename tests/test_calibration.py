@@ -238,17 +238,19 @@ def test_compare_case_end_to_end_on_simulated_nights():
     assert _arm(name, "planted", 2).hits == 2
 
 
-def test_lag_sign_is_recovered_and_its_size_shrinks_by_the_window_delay():
+def test_the_lag_tables_onset_interval_covers_the_planted_lag_and_tau_w_reads_late():
     name = next(n for n in CASES if n.startswith("lag tau_W - tau_A"))
-    planted = _arm(name, "planted", 20)
-    assert planted.values["share_world_first"] == 1.0
-    # planted -4: tau_W's trailing 5-step mean needs 2-3 failed steps to fall below 1/2
+    planted = _arm(name, "planted", 40)
+    assert planted.rate >= 0.8  # the lags table's onset t interval covers the mean lag
+    assert abs(planted.values["onset_mean_lag"] + world_cases.PLANTED_LAG) < 0.3
+    # the paper's tau_W: its trailing 5-step mean needs 2-3 failed steps to fall below 1/2
     assert -4.0 < planted.values["mean_lag"] < -1.0
     assert 1.5 < planted.values["detection_delay"] < 3.5
-    assert planted.values["onset_mean_lag"] == -4.0  # phase.tau_w_onset recovers it
-    null = _arm(name, "null", 20)
-    assert null.hits == 0 and null.values["mean_lag"] > 0  # simultaneous reads as action first
-    assert null.values["onset_mean_lag"] == 0.0
+    assert planted.values["tau_w_covered"] < 0.2
+    null = _arm(name, "null", 40)
+    assert null.hits <= 4  # an onset interval entirely below 0 under lag 0
+    assert null.values["mean_lag"] > 0  # tau_W alone reads a simultaneous failure as action first
+    assert abs(null.values["onset_mean_lag"]) < 0.3
 
 
 def test_collapse_type_shares_are_recovered_and_slips_are_no_collapse():

@@ -106,6 +106,8 @@ def test_the_decaying_agent_plants_its_lag_exactly_in_static_worlds(env_name):
         assert row["tau_a"] == agent.onset + lead
         assert row["tau_w"] == agent.onset + tau_w_delay(agent.onset)
         assert row["lag"] == planted_lag(agent.onset, lead) < 0
+        # the onset columns date the drop itself: the lead as planted, without tau_W's delay
+        assert row["tau_w_onset"] == agent.onset and row["lag_onset"] == -lead
         assert row["collapse_type"] in phase.COLLAPSE_TYPES
     assert checked >= 8, (checked, won)
 
@@ -218,6 +220,9 @@ def test_the_lag_table_recovers_the_planted_lag_where_the_bounded_agent_left_it_
     d = lags.loc["decaying-10"]
     assert d["count"] == d["n_failed"] >= 20
     assert d["share_world_first"] == 1.0 and d["median"] == planted_lag(5, 5) == -3
+    # the onset lag is the planted lead itself, and its interval (every lag equal) is that point
+    assert d["onset_count"] == d["count"] and d["onset_mean"] == -5.0
+    assert d["onset_mean_low"] == d["onset_mean_high"] == -5.0
 
 
 # --- the unusable agent: the real harness, offline ------------------------------------------------

@@ -972,15 +972,39 @@ def collapse_type(
     return dominant[0] if len(dominant) == 1 else "compound"
 
 
+def mean_t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Student-t interval of a mean (NaN below two values; the point when they all agree).
+
+    Deterministic, unlike a bootstrap, so a rebuilt analysis gives the same bytes; the
+    calibration suite checks its coverage on planted lags."""
+    from scipy import stats  # lazily, as for the rank tests: start-up pays for what it uses
+
+    v = np.asarray(values, dtype=float)
+    n = int(v.size)
+    if n < 2:
+        return math.nan, math.nan
+    m = float(v.mean())
+    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
+    return m - half, m + half
+
+
 def lag_distribution(episodes: pd.DataFrame) -> dict[str, float]:
     """Summary of ``tau_w - tau_a`` over failed episodes with both times defined.
 
     ``episodes`` has columns ``success`` (bool/0-1), ``tau_w`` and ``tau_a`` (numbers,
     NaN/None when undefined). Section 5.1's mechanism claim is about *failed* episodes
     whose world state and action validity both failed ("paired"), so only those enter.
-    Returns counts and, over the paired episodes, the median and mean lag and the
-    shares with the world state first (``tau_w < tau_a``), simultaneous, and action
-    first; the statistics are NaN when no episode is paired.
+    Returns counts and, over the paired episodes, the median and mean lag with the
+    mean's t interval (``mean_low``/``mean_high``), and the shares with the world state
+    first (``tau_w < tau_a``), simultaneous, and action first; the statistics are NaN
+    when no episode is paired.
+
+    ``tau_w`` is the paper's (the trailing mean of 5 steps below 1/2): it fires about
+    two steps after a sharp drop, so its lag reads late by that much (the calibration
+    suite: a world state failing 4 steps first reads -1.9). With a ``tau_w_onset``
+    column (:func:`tau_w_onset`, the start of the drop ``tau_w`` detects) the same
+    summary of ``tau_w_onset - tau_a`` comes beside it (``onset_*``): that is the lag
+    the suite recovers within its interval.
     """
     _require_columns(episodes, ["success", "tau_w", "tau_a"], "episodes")
     success = _bool_series(episodes["success"].to_numpy(), "success")
@@ -994,7 +1018,8 @@ def lag_distribution(episodes: pd.DataFrame) -> dict[str, float]:
     def share(mask: np.ndarray) -> float:
         return float(mask.mean()) if n else math.nan
 
-    return {
+    low, high = mean_t_interval(lags)
+    out: dict[str, float] = {
         "n_episodes": int(success.size),
         "n_failed": int(failed.sum()),
         "count": n,
@@ -1003,4 +1028,22 @@ def lag_distribution(episodes: pd.DataFrame) -> dict[str, float]:
         "share_world_first": share(lags < 0),
         "share_simultaneous": share(lags == 0),
         "share_action_first": share(lags > 0),
+        "mean_low": low,
+        "mean_high": high,
     }
+    if "tau_w_onset" in episodes.columns:
+        on = pd.to_numeric(episodes["tau_w_onset"], errors="raise").to_numpy(dtype=float)
+        both = failed & np.isfinite(on) & np.isfinite(ta)
+        onset_lags = on[both] - ta[both]
+    else:
+        onset_lags = np.empty(0)
+    k = int(onset_lags.size)
+    o_low, o_high = mean_t_interval(onset_lags)
+    out.update(
+        onset_count=k,
+        onset_mean=float(onset_lags.mean()) if k else math.nan,
+        onset_mean_low=o_low,
+        onset_mean_high=o_high,
+        onset_share_world_first=float((onset_lags < 0).mean()) if k else math.nan,
+    )
+    return out

@@ -86,6 +86,13 @@ LAG_COLUMNS = [
     "share_world_first",
     "share_simultaneous",
     "share_action_first",
+    "mean_low",
+    "mean_high",
+    "onset_count",
+    "onset_mean",
+    "onset_mean_low",
+    "onset_mean_high",
+    "onset_share_world_first",
 ]
 STEP_COLUMNS = [
     "env",

@@ -24,7 +24,10 @@ EPISODES = 60
 R_HEALTHY = (0.85, 1.0)
 R_FAILED = (0.0, 0.3)
 #: the planted lag: the world state fails this many steps before the first invalid action
+#: on average; each episode's own lead is that plus a uniform jitter in -JITTER..JITTER
+#: (episodes differ, so the interval of the mean has a width to earn its coverage)
 PLANTED_LAG = 4
+JITTER = 2
 
 
 def episode_row(R: np.ndarray, valid: np.ndarray, consistent: np.ndarray, success: bool) -> dict:
@@ -51,7 +54,7 @@ def episode_row(R: np.ndarray, valid: np.ndarray, consistent: np.ndarray, succes
         "self_check_accuracy": math.nan,
         "tau_w": math.nan if tw is None else float(tw),
         "tau_a": math.nan if ta is None else float(ta),
-        # not an episodes column (yet): the start of the drop tau_w detects
+        # the start of the drop tau_w detects (episode.py writes it beside tau_w)
         "tau_w_onset": math.nan if onset_w is None else float(onset_w),
         "collapse_type": ctype,
     }
@@ -98,48 +101,57 @@ def mean_interval(lags: np.ndarray, rng: np.random.Generator, reps: int = 1000) 
 
 
 def lag_study_for(lag: int):
-    """Failed episodes whose world state fails ``lag`` steps before the first invalid action."""
+    """Failed episodes whose world state fails ``lag`` steps before the first invalid action.
+
+    The check is the lags table's own interval: ``onset_mean_low``..``onset_mean_high``
+    (the t interval of the mean of tau_w_onset - tau_a) must cover the planted lag. The
+    paper's tau_w lag and a bootstrap interval of it ride along as side figures: it reads
+    about two steps late (``detection_delay``), so its interval does not cover."""
 
     def study(rng: np.random.Generator, scale: float) -> Trial:
         rows = []
         for _ in range(max(5, round(EPISODES * scale))):
             ta = int(rng.integers(12, HORIZON - 8))
-            R, valid, consistent = trace(rng, ta - lag, ta)
+            lead = lag + int(rng.integers(-JITTER, JITTER + 1))
+            R, valid, consistent = trace(rng, ta - lead, ta)
             rows.append(episode_row(R, valid, consistent, success=False))
         table = _lags_row(rows)
-        low, high = mean_interval(_episode_lags(rows), rng)
         truth = -float(lag)
-        onset_lags = _episode_lags(rows, "tau_w_onset")
-        onset_low, onset_high = mean_interval(onset_lags, rng)
+        low, high = mean_interval(_episode_lags(rows), rng)
         values = {
-            "onset_mean_lag": float(np.mean(onset_lags)),
-            "onset_covered": float(onset_low <= truth <= onset_high),
+            "onset_mean_lag": float(table["onset_mean"]),
             "mean_lag": float(table["mean"]),
             "median_lag": float(table["median"]),
             "share_world_first": float(table["share_world_first"]),
+            "onset_share_world_first": float(table["onset_share_world_first"]),
             "detection_delay": float(table["mean"]) - truth,
+            "tau_w_covered": float(low <= truth <= high) if math.isfinite(low) else math.nan,
         }
-        if not math.isfinite(low):
+        o_low, o_high = float(table["onset_mean_low"]), float(table["onset_mean_high"])
+        if not math.isfinite(o_low):
             return Trial(None, values)
-        return Trial(bool(low <= truth <= high), values)
+        return Trial(bool(o_low <= truth <= o_high), values)
 
     return study
 
 
 def lag_null_study(rng: np.random.Generator, scale: float) -> Trial:
-    """World state and actions fail at the same step (lag 0): a 'world first' claim (the
-    mean lag's interval entirely below 0) is a false positive."""
+    """World state and actions fail at the same step on average (lag 0, each episode
+    jittered as in the planted arm): a 'world first' claim (the
+    onset lag's interval entirely below 0) is a false positive."""
     rows = []
     for _ in range(max(5, round(EPISODES * scale))):
         ta = int(rng.integers(12, HORIZON - 8))
-        R, valid, consistent = trace(rng, ta, ta)
+        lead = int(rng.integers(-JITTER, JITTER + 1))
+        R, valid, consistent = trace(rng, ta - lead, ta)
         rows.append(episode_row(R, valid, consistent, success=False))
-    low, high = mean_interval(_episode_lags(rows), rng)
+    table = _lags_row(rows)
     values = {
-        "mean_lag": float(np.mean(_episode_lags(rows))),
-        "onset_mean_lag": float(np.mean(_episode_lags(rows, "tau_w_onset"))),
+        "mean_lag": float(table["mean"]),
+        "onset_mean_lag": float(table["onset_mean"]),
     }
-    return Trial(bool(high < 0), values)
+    high = float(table["onset_mean_high"])
+    return Trial(bool(math.isfinite(high) and high < 0), values)
 
 
 #: planted collapse types: world state alone, actions alone, both at one step
@@ -191,10 +203,11 @@ def collapse_null_study(rng: np.random.Generator, scale: float) -> Trial:
 LAG = register(
     Case(
         name=f"lag tau_W - tau_A (world {PLANTED_LAG} steps first)",
-        statistic="analysis/worlds.py lags (phase.tau_w, phase.tau_a); bootstrap interval of the mean; "
-        "side figures: phase.tau_w_onset in place of tau_w",
+        statistic="analysis/worlds.py lags: onset_mean and its t interval (phase.tau_w_onset - phase.tau_a); "
+        "side figures: the paper's tau_w lag, which reads about 2 steps late",
         planted=f"{EPISODES} failed episodes a study: fidelity falls from U{R_HEALTHY} to U{R_FAILED} "
-        f"{PLANTED_LAG} steps before the first invalid action: true lag -{PLANTED_LAG}",
+        f"{PLANTED_LAG} +- {JITTER} steps (uniform) before the first invalid action: "
+        f"true mean lag -{PLANTED_LAG}",
         null="fidelity and actions fail at the same step (lag 0): an interval below 0 claims world first",
         measure="coverage",
         planted_study=lag_study_for(PLANTED_LAG),

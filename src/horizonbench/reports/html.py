@@ -179,6 +179,9 @@ _W_LAGS = [
     ("share_world_first", "world state first", "pct"),
     ("share_simultaneous", "same step", "pct"),
     ("share_action_first", "action first", "pct"),
+    ("onset_mean", "mean onset lag", "num"),
+    ("onset_mean_low", "low", "num"),
+    ("onset_mean_high", "high", "num"),
 ]
 _W_STEPS = [
     ("model", "model", "text"),

@@ -387,6 +387,8 @@ EPISODES_SCHEMA = _schema(
     ("tau_w", _F),
     ("tau_a", _F),
     ("lag", _F),
+    ("tau_w_onset", _F),
+    ("lag_onset", _F),
     ("collapse_onset", _F),
     ("collapse_type", _S),
     # success | failure | budget_exceeded (a harness limit) | format_failure (no usable
@@ -509,6 +511,13 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("share_world_first", _F),
         ("share_simultaneous", _F),
         ("share_action_first", _F),
+        ("mean_low", _F),
+        ("mean_high", _F),
+        ("onset_count", _I),
+        ("onset_mean", _F),
+        ("onset_mean_low", _F),
+        ("onset_mean_high", _F),
+        ("onset_share_world_first", _F),
     ),
     "step_metrics": _schema(
         ("env", _S),

@@ -258,6 +258,7 @@ def _episode_row(
     dep = np.array([r["dependency_correct"] is not False for r in rows], dtype=bool)
     checks = [r["self_check_correct"] for r in rows]
     tw, ta = phase.tau_w(R), phase.tau_a(valid)
+    tw_onset = phase.tau_w_onset(R)
     bad = phase.bad_steps(valid, consistent, dep)
     onset = phase.collapse_onset(bad)
     world_bad = ~consistent | (R < phase.TAU_W_THRESHOLD)
@@ -306,6 +307,8 @@ def _episode_row(
         "tau_w": _nan(tw),
         "tau_a": _nan(ta),
         "lag": _nan(None if tw is None or ta is None else tw - ta),
+        "tau_w_onset": _nan(tw_onset),
+        "lag_onset": _nan(None if tw_onset is None or ta is None else tw_onset - ta),
         "collapse_onset": _nan(onset),
         "collapse_type": ctype,
     }
