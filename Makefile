@@ -39,6 +39,7 @@ bench: install
 	$(BIN)/python benchmarks/analysis_scale.py
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/scale.py
+	$(BIN)/python benchmarks/puzzle_progress.py
 	$(BIN)/python benchmarks/calibration.py
 
 clean:
