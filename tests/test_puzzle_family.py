@@ -18,24 +18,11 @@ from horizonbench.datasets.puzzles.base import Certificate, trajectory_ok
 from horizonbench.datasets.puzzles.family import PuzzleFamily
 from horizonbench.datasets.puzzles.rollout import Episode
 from horizonbench.schemas.config import parse_config
-
-PUZZLES = ("hanoi", "checkers", "river_crossing", "blocks_world")
-SMALL = {
-    "hanoi": {"ns": [1, 2, 3]},
-    "checkers": {"ns": [1, 2, 3]},
-    "river_crossing": {"ns": [1, 2, 3], "capacities": [2, 3]},
-    "blocks_world": {"ns": [2, 3, 4], "per_n": 4, "alpha": 2},
-}
+from puzzle_helpers import PUZZLES, SMALL, puzzle_rows
 
 
 def rows_of(name: str, limit: int = 200) -> list[dict]:
-    fam = get_family(name)
-    params = fam.params_model.model_validate(SMALL[name])
-    out = []
-    for i in range(min(limit, fam.candidate_count(params))):
-        cand = fam.generate_candidate(params, 1000 + i, i)
-        if cand.row is not None:
-            out.append(cand.row)
+    out = puzzle_rows(name, limit=limit)
     assert out, name
     return out
 

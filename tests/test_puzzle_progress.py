@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from horizonbench.core.registry import get_family
 from horizonbench.datasets.puzzles.base import bfs_distance, replay
 from horizonbench.datasets.puzzles.family import PuzzleFamily
+from puzzle_helpers import PUZZLES, puzzle_rows
 
-PUZZLES = ("hanoi", "checkers", "river_crossing", "blocks_world")
 SMALL = {
     "hanoi": {"ns": [2, 3, 4]},
     "checkers": {"ns": [2, 3]},
@@ -27,14 +27,7 @@ SMALL = {
 
 
 def _rows(name: str, limit: int = 60) -> list[dict]:
-    fam = get_family(name)
-    params = fam.params_model.model_validate(SMALL[name])
-    out = []
-    for i in range(min(limit, fam.candidate_count(params))):
-        cand = fam.generate_candidate(params, 1000 + i, i)
-        if cand.row is not None:
-            out.append(cand.row)
-    return out
+    return puzzle_rows(name, SMALL[name], limit)
 
 
 ROWS = {name: _rows(name) for name in PUZZLES}

@@ -35,27 +35,10 @@ from horizonbench.models.base import AttemptRequest
 from horizonbench.models.offline import OfflineModel
 from horizonbench.schemas.config import GenerationSettings, ModelSpec, parse_config
 from horizonbench.tasks.rollouts import RolloutConversation
+from puzzle_helpers import PUZZLES, puzzle_rows
 
 MAZE = MazeFamily()
-PUZZLES = ("hanoi", "checkers", "river_crossing", "blocks_world")
-SMALL = {
-    "hanoi": {"ns": [1, 2, 3]},
-    "checkers": {"ns": [1, 2, 3]},
-    "river_crossing": {"ns": [1, 2, 3], "capacities": [2, 3]},
-    "blocks_world": {"ns": [2, 3, 4], "per_n": 4, "alpha": 2},
-}
 USABLE_STYLES = [s for s in STYLES if s not in UNUSABLE]
-
-
-def puzzle_rows(name: str, limit: int = 60) -> list[dict]:
-    fam = get_family(name)
-    params = fam.params_model.model_validate(SMALL[name])
-    rows = []
-    for i in range(min(limit, fam.candidate_count(params))):
-        cand = fam.generate_candidate(params, 1000 + i, i)
-        if cand.row is not None:
-            rows.append(cand.row)
-    return rows
 
 
 def maze_rows(n: int) -> list[dict]:
@@ -64,7 +47,7 @@ def maze_rows(n: int) -> list[dict]:
 
 
 MAZE_ROWS = maze_rows(24)
-PUZZLE_ROWS = {name: puzzle_rows(name) for name in PUZZLES}
+PUZZLE_ROWS = {name: puzzle_rows(name, limit=60) for name in PUZZLES}
 
 
 def spec(**fields: object) -> ModelSpec:
