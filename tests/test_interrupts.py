@@ -6,6 +6,7 @@ traceback, and no server or worker outlives the command."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -137,3 +138,30 @@ def test_ctrl_c_during_evaluation(tmp_path):
         took = _interrupt_when(proc, log, lambda: server.answered >= 20)
         last = _check_after(log, home, took, proc)
         assert re.search(r"interrupted: \d+ of 200 attempts done and stored", last), last
+
+
+def test_sigterm_to_run_ends_cancelled(tmp_path):
+    """SIGTERM to the command alone (as ``kill PID`` or a process manager sends it) ends the
+    run like Ctrl-C: exit 130 (README, "Exit codes"), one line, and ``state.json`` says
+    ``cancelled``. Inside a flow run Prefect raises its own TerminationSignal, which the
+    run folder once recorded as ``failed``."""
+    cfg = _config(tmp_path / "c.yaml", 20_000, [{"name": "oracle", "provider": "offline", "kind": "oracle"}])
+    log, home, out = tmp_path / "log", tmp_path / "home", tmp_path / "run"
+    proc = _start(["run", "--config", str(cfg), "--out", str(out)], log, home)
+    deadline = time.monotonic() + 240
+    while "Beginning flow run" not in log.read_text():
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "the run never started: " + log.read_text()[-3000:]
+        time.sleep(0.1)
+    time.sleep(2)  # into generation
+    os.kill(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=60)
+    text = log.read_text()
+    assert proc.returncode == 130, text[-3000:]
+    assert "Traceback" not in text, text[-4000:]
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("horizonbench: error: interrupted: "), last
+    state = json.loads((out / "state.json").read_text())
+    assert state["status"] == "cancelled", state["status"]
+    assert state["problems"] == ["interrupted by Ctrl-C or SIGTERM"], state["problems"]
+    assert not (out / "manifest.json").exists()

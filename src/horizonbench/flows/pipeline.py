@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
+from prefect.exceptions import TerminationSignal
 from prefect.states import Failed
 
 from horizonbench.core.registry import get_family
@@ -163,7 +164,9 @@ def _finish(
 
 def _guarded(run: Path, body: Any) -> Any:
     """Run ``body`` holding the folder's lock; the state says how it ended when it
-    did not get through (Ctrl-C: cancelled; an exception: failed)."""
+    did not get through (Ctrl-C or SIGTERM: cancelled; an exception: failed). Inside a
+    flow run Prefect swaps the command's SIGTERM handler for its own, which raises
+    ``TerminationSignal`` (not a KeyboardInterrupt), so both mean a user stopped the run."""
     with run_folder.run_lock(run, "horizonbench flow") as previous:
         if previous:
             get_run_logger().warning(
@@ -171,7 +174,7 @@ def _guarded(run: Path, body: Any) -> Any:
             )
         try:
             return body()
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, TerminationSignal):
             run_folder.finish(run, "cancelled", ["interrupted by Ctrl-C or SIGTERM"])
             raise
         except BaseException as err:
