@@ -267,10 +267,9 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
     except ConfigError as err:
         return _fail(str(err), 2)
     try:
-        # a dry run of a world study only builds worlds: it needs no key (the family
-        # estimate looks answers up in the store under the model's identity, so it does)
-        dry_worlds_only = getattr(args, "dry_run", False) and not cfg.families
-        if args.command != "generate" and not dry_worlds_only:
+        # keys are checked only where calls would be sent: a dry run sends nothing (its
+        # estimate builds each model for its identity alone, which holds no key)
+        if args.command != "generate" and not getattr(args, "dry_run", False):
             _check_api_keys(cfg)
     except ConfigError as err:
         return _fail(str(err), 2)

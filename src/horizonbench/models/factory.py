@@ -63,11 +63,21 @@ def _secret_block(spec: ModelSpec) -> str:
     return str(value).strip()
 
 
-def build_model(spec: ModelSpec, environ: Mapping[str, str] = os.environ) -> Model:
-    """The model implementation for ``spec.provider``; raises ConfigError for a missing key."""
+#: the key an estimate's model carries: it is asked only for its identity (which never
+#: includes the key), so a dry run needs no key in the environment and sends nothing
+ESTIMATE_ONLY_KEY = "dry-run-sends-nothing"
+
+
+def build_model(spec: ModelSpec, environ: Mapping[str, str] = os.environ, *, sends: bool = True) -> Model:
+    """The model implementation for ``spec.provider``; raises ConfigError for a missing key.
+
+    ``sends=False`` (the dry run's estimate) builds the model only for its identity, which
+    keys the attempt store: no key is read, neither from the environment nor from a
+    Prefect Secret block, and the model must never be asked to complete.
+    """
     if spec.provider == "offline":
         return OfflineModel(spec)
-    key = api_key_for(spec, environ)
+    key = api_key_for(spec, environ) if sends else ESTIMATE_ONLY_KEY
     # the SDKs are imported here, by the first API model: an offline run never pays for
     # them (about 1.7 s)
     if spec.provider in ("openai", "openai_compatible"):

@@ -35,7 +35,9 @@ def estimate_rows(cfg: Config, run: Path) -> list[dict[str, Any]]:
     with AttemptStore(path) as store:
         for spec in cfg.evaluation.models:
             requests = build_requests(cfg, prompted, spec.name)
-            runner = ModelRunner(build_model(spec), store, reuse=cfg.evaluation.reuse, run_tag=tag)
+            runner = ModelRunner(
+                build_model(spec, sends=False), store, reuse=cfg.evaluation.reuse, run_tag=tag
+            )
             _, _, missing = split_stored(runner, requests)
             todo = [requests[i] for i in missing]
             input_tokens = sum(prompt_chars(r) // 4 for r in todo)

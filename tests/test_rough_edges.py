@@ -1,0 +1,108 @@
+"""Rough edges a new user met (issue 23), each as the user met it: the installed command,
+real subprocesses, real servers on 127.0.0.1. The SIGTERM case lives in
+tests/test_interrupts.py and the config-error cases in tests/test_config_strict.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fake_model_server import running_fake_server
+
+EXE = Path(sys.executable).with_name("horizonbench")
+KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HB_ROUGH_KEY")
+
+
+def _no_keys(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a user who has set no API key (and no Prefect API)."""
+    env = {k: v for k, v in os.environ.items() if k not in KEY_VARS and not k.startswith("PREFECT_API")}
+    env.update(extra or {})
+    return env
+
+
+def _api_models(server: Any) -> list[dict[str, Any]]:
+    """The three kinds of model configs/api-models.yaml ships, each pointed at the fake
+    server so that any request sent would be seen."""
+    return [
+        {"name": "gpt", "provider": "openai", "model": "gpt-4.1-mini", "base_url": server.base_url},
+        {
+            "name": "claude",
+            "provider": "anthropic",
+            "model": "claude-sonnet-4-5",
+            "base_url": server.root_url,
+        },
+        {
+            "name": "local",
+            "provider": "openai_compatible",
+            "model": "solver",
+            "base_url": server.base_url,
+            "api_key_env": "HB_ROUGH_KEY",
+        },
+    ]
+
+
+def _config(path: Path, models: list[dict[str, Any]]) -> Path:
+    cfg = {
+        "run": {"name": "rough", "seed": 5},
+        "families": {
+            "maze": {
+                "params": {"grid_rows": 5, "grid_cols": 5, "num_keys": 1},
+                "sampling": {"count": 4, "shard_size": 4},
+                "prompt": {"shots": 0},
+            }
+        },
+        "evaluation": {"samples": 1, "models": models},
+        "dask": {"n_workers": 1},
+        "analysis": {"bootstrap": 0},
+    }
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+@pytest.mark.flow
+def test_a_dry_run_needs_no_api_key_and_a_real_run_still_does(tmp_path, prefect_server):
+    with running_fake_server(lambda body: "never") as server:
+        cfg = _config(tmp_path / "c.yaml", _api_models(server))
+        env = _no_keys({"PREFECT_API_URL": prefect_server})
+        dry = subprocess.run(
+            [
+                str(EXE),
+                "run",
+                "--config",
+                str(cfg),
+                "--out",
+                str(tmp_path / "dry"),
+                "--dry-run",
+                "--no-progress",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        real = subprocess.run(
+            [str(EXE), "run", "--config", str(cfg), "--out", str(tmp_path / "real"), "--no-progress"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert server.requests == []
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    rows = {line.split()[0]: line.split() for line in dry.stdout.splitlines() if line.split()}
+    for name in ("gpt", "claude", "local"):
+        assert rows[name][1:4] == ["4", "0", "4"], dry.stdout  # attempts, stored, calls
+    assert "nothing was sent" in dry.stdout
+    # where calls would be sent, the missing key is still one line and exit 2, before anything
+    assert real.returncode == 2, real.stderr[-3000:]
+    assert real.stderr.strip().splitlines()[-1] == (
+        "horizonbench: error: model 'gpt' (provider 'openai') needs an API key in the environment "
+        "variable OPENAI_API_KEY, which is not set"
+    )
+    assert not (tmp_path / "real").exists()
