@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +107,42 @@ def test_a_dry_run_needs_no_api_key_and_a_real_run_still_does(tmp_path, prefect_
         "variable OPENAI_API_KEY, which is not set"
     )
     assert not (tmp_path / "real").exists()
+
+
+def _serve(tmp_path: Path, home: Path, config: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    env = _no_keys({"PREFECT_HOME": str(home)})
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(EXE), "serve", "--config", config, "--out", str(tmp_path / "n" / "{date}")],
+        env=env,
+        cwd=tmp_path,  # no prefect.toml, .env or pyproject.toml of ours in the way
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc, time.monotonic() - start
+
+
+def test_serve_without_an_api_url_says_so_first_in_one_line(tmp_path):
+    # the config is missing too: the URL is what the user must fix first, and it is
+    # checked before anything is imported or read
+    proc, took = _serve(tmp_path, tmp_path / "home", str(tmp_path / "missing.yaml"))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.splitlines() == [
+        "horizonbench: error: PREFECT_API_URL is not set: start a server (prefect server start) and "
+        "export PREFECT_API_URL=http://127.0.0.1:4200/api, so the schedule and its runs outlive this process"
+    ]
+    assert took < 20, f"{took:.1f} s"  # liveness (it once took 57 s), not speed
+
+
+def test_serve_takes_the_api_url_from_a_prefect_profile(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "profiles.toml").write_text(
+        'active = "lasting"\n\n[profiles.lasting]\nPREFECT_API_URL = "http://127.0.0.1:9/api"\n'
+    )
+    proc, _ = _serve(tmp_path, home, str(tmp_path / "missing.yaml"))
+    # past the URL check: the next one (the config) speaks
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "no such config file" in last and "PREFECT_API_URL" not in last, last

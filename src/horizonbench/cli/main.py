@@ -351,7 +351,12 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """``serve``: every input checked first (one line, exit 2), then serves until stopped."""
+    """``serve``: every input checked first (one line, exit 2), then serves until stopped.
+    The API URL is checked before the pipeline is imported: the rest can wait for it."""
+    from horizonbench.cli.prefect_server import API_URL_REQUIRED, api_url_configured
+
+    if not api_url_configured():
+        return _fail(API_URL_REQUIRED, 2)
     from horizonbench.core.errors import ConfigError
     from horizonbench.flows.deployment import serve_nightly
 
