@@ -4,10 +4,17 @@ tests/test_interrupts.py and the config-error cases in tests/test_config_strict.
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +153,64 @@ def test_serve_takes_the_api_url_from_a_prefect_profile(tmp_path):
     assert proc.returncode == 2, proc.stderr[-3000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert "no such config file" in last and "PREFECT_API_URL" not in last, last
+
+
+def _readme_ui_command() -> list[str]:
+    """The README's command for a Prefect server on another port, as words."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    lines = [ln for ln in readme.splitlines() if ln.startswith("PREFECT_UI_API_URL=") and "--port" in ln]
+    assert len(lines) == 1, "the README shows no (or several) server commands with PREFECT_UI_API_URL"
+    return shlex.split(lines[0])
+
+
+@pytest.mark.flow
+def test_the_readme_server_on_another_port_gives_its_ui_the_right_api_url(tmp_path):
+    """The UI asks ``/ui-settings`` for its API; with ``--port`` alone Prefect answers
+    port 4200. The README's command (port replaced by a free one) must answer its own."""
+    words = _readme_ui_command()
+    shown = words[words.index("--port") + 1]
+    port = _free_port()
+    words = [w.replace(shown, str(port)) for w in words]
+    setting, exe, args = words[0], words[1], words[2:]
+    name, url = setting.split("=", 1)
+    assert url == f"http://127.0.0.1:{port}/api" and exe == ".venv/bin/prefect", words
+    home = tmp_path / "home"
+    home.mkdir()
+    from horizonbench.cli.prefect_server import template_path
+
+    if template_path().exists():  # a migrated empty database: no 116 migrations to wait for
+        shutil.copyfile(template_path(), home / "prefect.db")
+    env = _no_keys({name: url, "PREFECT_HOME": str(home), "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    with (tmp_path / "server.log").open("wb") as log:
+        server = subprocess.Popen(
+            [str(EXE.with_name("prefect")), *args, "--host", "127.0.0.1"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 120  # liveness: a busy 2-core machine takes 10-40 s
+            while True:
+                assert server.poll() is None, (tmp_path / "server.log").read_text()[-3000:]
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/ui-settings", timeout=2) as r:
+                        settings = json.loads(r.read())
+                    break
+                except OSError:
+                    assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()[-3000:]
+                    time.sleep(0.25)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait()
+    assert settings["api_url"] == url, settings
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
