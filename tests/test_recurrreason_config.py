@@ -97,3 +97,19 @@ def test_checkers_moves_equal_table4_without_the_trivial_puzzles():
         trivial = 1 if n >= 6 else 2
         assert (puzzles[n], moves[n]) == (p - trivial, m), n
     assert rejected == {"start_is_goal": 11}
+
+
+def test_blocks_world_asks_each_size_for_what_it_has():
+    """Table 4 has 6 Blocks World puzzles at n = 1 (the 6 ordered pairs of its 3 states)
+    and up to 100 at every other n: the config asks exactly that, and its requests pass
+    the check that refuses a quota a size cannot fill (issue 23: a quota of 100 at n = 1
+    ended the README's command with exit code 4)."""
+    from horizonbench.schemas.config import check_requests
+
+    cfg = load_config(CONFIG)
+    check_requests(cfg, str(CONFIG))
+    bins = cfg.families["blocks_world"].sampling.bins
+    assert bins is not None and bins.edges() == list(range(1, 11))
+    puzzles, _, rejected = counts("blocks_world", ns=[1])
+    assert puzzles[1] == 6 and not rejected
+    assert [bins.quota(n) for n in bins.edges()] == [6] + [100] * 9

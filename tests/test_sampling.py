@@ -153,8 +153,8 @@ def reference(stream: list[Item], spec: SamplingSpec) -> dict[str, Any]:
 
     Only candidates below ``max_candidates`` count. In count mode the kept ones are the
     first ``count`` certified; with bins, per bin the first ``per_bin`` certified whose
-    length falls in it. The selector stops considering candidates right after the one
-    that completes its target.
+    length falls in it (``quotas[lo]`` where the bin has its own quota). The selector
+    stops considering candidates right after the one that completes its target.
     """
     eligible = [it for it in stream if it[0] < spec.max_candidates]
     certified = [it for it in eligible if it[2] is None]
@@ -169,10 +169,10 @@ def reference(stream: list[Item], spec: SamplingSpec) -> dict[str, Any]:
         for it in certified:
             if b.min <= it[1] < b.max:
                 lo = max(e for e in per if e <= it[1])
-                if len(per[lo]) < b.per_bin:
+                if len(per[lo]) < b.quotas.get(lo, b.per_bin):
                     per[lo].append(it)
         kept = sorted((it for group in per.values() for it in group), key=lambda it: it[0])
-        complete = all(len(g) == b.per_bin for g in per.values())
+        complete = all(len(g) == b.quotas.get(lo, b.per_bin) for lo, g in per.items())
         counts = {lo: len(g) for lo, g in per.items()}
     if complete:
         last = max(it[0] for it in kept)
@@ -185,7 +185,9 @@ def reference(stream: list[Item], spec: SamplingSpec) -> dict[str, Any]:
         "certified": sum(it[2] is None for it in considered),
         "rejections": Counter(it[2] for it in considered if it[2] is not None),
         "done": complete,
-        "unfilled": {} if spec.bins is None else {lo: c for lo, c in counts.items() if c < spec.bins.per_bin},
+        "unfilled": {}
+        if spec.bins is None
+        else {lo: c for lo, c in counts.items() if c < spec.bins.quotas.get(lo, spec.bins.per_bin)},
     }
 
 
@@ -208,7 +210,12 @@ def specs(draw: st.DrawFn) -> SamplingSpec:
         return SamplingSpec(count=draw(st.integers(1, 30)), max_candidates=max_candidates)
     lo = draw(st.integers(1, 20))
     hi = draw(st.integers(lo + 1, lo + 30))
-    return bins_spec(lo, hi, draw(st.integers(1, 8)), draw(st.integers(1, 5)), max_candidates)
+    spec = bins_spec(lo, hi, draw(st.integers(1, 8)), draw(st.integers(1, 5)), max_candidates)
+    assert spec.bins is not None
+    # some bins with a quota of their own (a puzzle size with fewer puzzles)
+    own = draw(st.lists(st.sampled_from(spec.bins.edges()), unique=True, max_size=3))
+    quotas = {e: draw(st.integers(1, 6)) for e in own}
+    return spec.model_copy(update={"bins": BinSpec(**spec.bins.model_dump() | {"quotas": quotas})})
 
 
 @given(streams(), specs())
@@ -224,7 +231,7 @@ def test_selector_matches_reference(stream: list[Item], spec: SamplingSpec) -> N
     assert sel.unfilled() == ref["unfilled"]
     if spec.bins is not None:
         assert sum(sel.bin_counts.values()) == len(sel.rows)
-        assert all(c <= spec.bins.per_bin for c in sel.bin_counts.values())
+        assert all(c <= spec.bins.quota(lo) for lo, c in sel.bin_counts.items())
         # the selector never keeps a row it said it did not want
         sel2 = Recording(spec)
         for index, length, rejection in stream:

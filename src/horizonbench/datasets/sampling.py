@@ -1,8 +1,9 @@
 """Choosing which certified candidates to keep: a plain count, or L-binned quotas.
 
 Candidates are considered strictly in candidate-index order and each bin keeps the
-first ``per_bin`` candidates that fall in it. The result therefore depends only on
-the seeds, never on how many workers generated them or in what order they finished.
+first ``per_bin`` candidates that fall in it (``quotas[lo]`` for a bin given its own).
+The result therefore depends only on the seeds, never on how many workers generated
+them or in what order they finished.
 
 The selector holds counts only, never rows: the caller streams each kept row on to
 its table, so selecting a million instances costs the same memory as selecting ten.
@@ -40,7 +41,7 @@ class Selector:
         if self.spec.bins is None:
             return True
         lo = self.bin_of(length)
-        return lo is not None and self.bin_counts[lo] < self.spec.bins.per_bin
+        return lo is not None and self.bin_counts[lo] < self.spec.bins.quota(lo)
 
     def open_lengths(self) -> frozenset[int] | None:
         """Lengths that could still be kept (None: any length, in count mode)."""
@@ -50,7 +51,7 @@ class Selector:
         return frozenset(
             length
             for lo, c in self.bin_counts.items()
-            if c < b.per_bin
+            if c < b.quota(lo)
             for length in range(lo, min(lo + b.width, b.max))
         )
 
@@ -60,7 +61,7 @@ class Selector:
             return self.kept >= self.spec.count
         if self.spec.bins is None:  # ``all``: every candidate is considered
             return False
-        return all(c >= self.spec.bins.per_bin for c in self.bin_counts.values())
+        return all(c >= self.spec.bins.quota(lo) for lo, c in self.bin_counts.items())
 
     def feed(self, index: int, length: int | None, has_row: bool, rejection: str | None) -> bool:
         """Offer candidate ``index`` (call in increasing index order); True: keep its row."""
@@ -76,7 +77,7 @@ class Selector:
             self.kept += has_row
             return has_row
         lo = self.bin_of(length)
-        if lo is None or self.bin_counts[lo] >= self.spec.bins.per_bin:
+        if lo is None or self.bin_counts[lo] >= self.spec.bins.quota(lo):
             return False
         if not has_row:
             raise RuntimeError(f"candidate {index} was wanted but its row was dropped")
@@ -88,4 +89,4 @@ class Selector:
         """Bins short of their quota: lower edge -> how many instances they got."""
         if self.spec.bins is None:
             return {}
-        return {lo: c for lo, c in self.bin_counts.items() if c < self.spec.bins.per_bin}
+        return {lo: c for lo, c in self.bin_counts.items() if c < self.spec.bins.quota(lo)}

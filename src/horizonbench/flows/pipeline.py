@@ -120,7 +120,8 @@ def short_bins(cfg: Config, stats: list[dict[str, Any]]) -> list[str]:
         shown = ", ".join(f"{lo}-{int(lo) + bins.width - 1}: {got}" for lo, got in list(short.items())[:8])
         more = " ..." if len(short) > 8 else ""
         out.append(
-            f"{st['family']}: {len(short)} of {len(bins.edges())} L bins short of {bins.per_bin} "
+            f"{st['family']}: {len(short)} of {len(bins.edges())} L bins short of "
+            f"{'their quotas' if bins.quotas else bins.per_bin} "
             f"({shown}{more}) after {st['candidates_considered']} candidates"
         )
     return out

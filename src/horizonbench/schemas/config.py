@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from horizonbench.core.errors import ConfigError
 from horizonbench.core.hazard import DEFAULT_CAP, PlantedTruth, complete_mix, usable_share
@@ -29,21 +29,54 @@ class _Strict(BaseModel):
 
 
 class BinSpec(_Strict):
-    """Keep ``per_bin`` instances in every bin ``[lo, lo + width)`` for lo in [min, max)."""
+    """Keep ``per_bin`` instances in every bin ``[lo, lo + width)`` for lo in [min, max),
+    or ``quotas[lo]`` in the bins it names."""
 
     min: int = Field(ge=1)
     max: int = Field(ge=2)
     width: int = Field(default=1, ge=1)
     per_bin: int = Field(ge=1)
+    #: a quota of its own for some bins, keyed by the bin's lower edge: a puzzle size n
+    #: with fewer distinct puzzles than per_bin (RecurrReason's Blocks World has 6 at
+    #: n = 1) asks for what it has, and an explicit quota it cannot fill still fails
+    quotas: dict[int, int] = Field(default_factory=dict)
+
+    @field_validator("quotas", mode="before")
+    @classmethod
+    def _int_keys(cls, value: Any) -> Any:
+        # JSON (and a config recorded in a manifest) spells the keys as strings
+        if isinstance(value, dict):
+            return {int(k) if isinstance(k, str) and k.isdigit() else k: v for k, v in value.items()}
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> BinSpec:
         if self.max <= self.min:
             raise ValueError(f"max ({self.max}) must be greater than min ({self.min})")
+        edges = set(self.edges())
+        for lo, quota in self.quotas.items():
+            if lo not in edges:
+                raise ValueError(f"quotas: {lo} is not the lower edge of a bin ({_edges_text(self)})")
+            if quota < 1:
+                raise ValueError(f"quotas: the quota of bin {lo} must be at least 1 (got {quota})")
         return self
 
     def edges(self) -> list[int]:
         return list(range(self.min, self.max, self.width))
+
+    def quota(self, lo: int) -> int:
+        """How many instances the bin with lower edge ``lo`` keeps."""
+        return self.quotas.get(lo, self.per_bin)
+
+    def total(self) -> int:
+        """How many instances all bins keep together."""
+        return sum(self.quota(lo) for lo in self.edges())
+
+
+def _edges_text(bins: BinSpec) -> str:
+    edges = bins.edges()
+    shown = ", ".join(map(str, edges[:6])) + (", ..." if len(edges) > 6 else "")
+    return f"edges {shown}"
 
 
 class SamplingSpec(_Strict):

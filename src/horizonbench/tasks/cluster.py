@@ -118,7 +118,7 @@ def _kept_at_most(sampling: SamplingSpec) -> int | None:
     if sampling.count is not None:
         return sampling.count
     if sampling.bins is not None:
-        return len(sampling.bins.edges()) * sampling.bins.per_bin
+        return sampling.bins.total()
     return None  # ``all``: the family's whole candidate space
 
 

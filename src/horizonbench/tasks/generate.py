@@ -275,7 +275,7 @@ def sample_family(
     if counter is not None:  # enumerated families: never ask beyond the candidate space
         limit = min(limit, counter(family.params_model.model_validate(spec.params)))
     if sampling.bins is not None:
-        goal = min(limit, sampling.bins.per_bin * len(sampling.bins.edges()))
+        goal = min(limit, sampling.bins.total())
     else:
         goal = min(limit, sampling.count or limit)
     sizer = ShardSizer(sampling.shard_size, goal, workers or max(1, window // 3))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -137,6 +138,39 @@ class PuzzleFamily:
         candidates of sizes whose quota is already full)."""
         space = _space(self.puzzle_cls, _params_key(self._params(params)))
         return space[index].n if index < len(space) else None
+
+    def request_problems(self, params: BaseModel, sampling: Any) -> list[str]:
+        """Bin quotas no run of these params can fill, as ``field: reason`` lines (empty
+        when none). A bin of sizes n holds at most the candidates of those sizes whose
+        start is not their goal, so a larger quota is known to fail before anything is
+        generated; a quota within it may still fall short (unsolvable candidates), and
+        that run ends with exit code 4 as before. Why at config time: RecurrReason's
+        Blocks World has 6 puzzles at n = 1, and a quota of 100 there cost a whole
+        generation before the run failed."""
+        bins = getattr(sampling, "bins", None)
+        if bins is None:
+            return []
+        space = _space(self.puzzle_cls, _params_key(self._params(params)))
+        per_n = Counter(c.n for c in space if c.start != c.goal)
+        short = []
+        for lo in bins.edges():
+            hi = min(lo + bins.width, bins.max) - 1
+            have = sum(per_n[n] for n in range(lo, hi + 1))
+            if have < bins.quota(lo):
+                sizes = f"n = {lo}" if hi == lo else f"n = {lo}-{hi}"
+                short.append((lo, f"{sizes}: {have} of {bins.quota(lo)}", have))
+        if not short:
+            return []
+        shown = ", ".join(text for _, text, _ in short[:6]) + (" ..." if len(short) > 6 else "")
+        fix = ", ".join(f"{lo}: {have}" for lo, _, have in short if have > 0)
+        hints = [f"give them quotas they can fill (quotas: {{{fix}}})"] if fix else []
+        if any(have == 0 for *_, have in short):
+            hints.append("narrow the bins to the sizes in params.ns")
+        hint = ", and ".join(hints)
+        return [
+            f"sampling.bins: {len(short)} of {len(bins.edges())} bins ask for more {self.name} puzzles "
+            f"than these params have ({shown}); {hint}"
+        ]
 
     def _params(self, params: BaseModel | Mapping[str, Any]) -> BaseModel:
         model = self.puzzle.params_model
