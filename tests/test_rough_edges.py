@@ -214,3 +214,29 @@ def _free_port() -> int:
     with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def test_the_horizons_artifact_names_each_eps_row_by_puzzle_mode_and_model(tmp_path):
+    """A plan and a rollout of one puzzle fit eps apart; the artifact's rows said only
+    "oracle" for both (and for every other puzzle)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from horizonbench.schemas.tables import ANALYSIS_SCHEMAS
+    from horizonbench.tasks.artifacts import horizon_rows
+
+    schema = ANALYSIS_SCHEMAS["compounding"]
+    rows = [
+        {"family": family, "model": "oracle", "eps": eps, "eps_low": 0.0, "eps_high": 0.01}
+        for family, eps in (("hanoi", 0.0), ("hanoi/rollout", 0.002), ("checkers", 0.001))
+    ]
+    rows = [{**{f.name: None for f in schema}, **r} for r in rows]
+    (tmp_path / "analysis").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp_path / "analysis" / "compounding.parquet")
+    eps = [r for r in horizon_rows(tmp_path) if r["quantity"] == "eps"]
+    assert [r["of"] for r in eps] == [
+        "hanoi / plan / oracle",
+        "hanoi / rollout / oracle",
+        "checkers / plan / oracle",
+    ]
+    assert [r["value"] for r in eps] == [0.0, 0.002, 0.001]

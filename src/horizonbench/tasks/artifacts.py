@@ -59,13 +59,23 @@ def horizon_rows(run: Path) -> list[dict[str, Any]]:
             rows.append(
                 {
                     "quantity": quantity,
-                    "of": " / ".join(str(rec.get(k)) for k in keys if k in rec),
+                    "of": " / ".join(_label(quantity, k, rec.get(k)) for k in keys if k in rec),
                     "value": _number(rec.get(value)),
                     "low": _number(rec.get(low)),
                     "high": _number(rec.get(high)),
                 }
             )
     return rows
+
+
+def _label(quantity: str, key: str, value: Any) -> str:
+    """A key's value as the horizon table names it. An eps row's family becomes puzzle
+    and mode ("hanoi / plan", "hanoi / rollout"): the two modes fit eps apart, and a row
+    named by its model alone could not tell them (or two puzzles) apart."""
+    if quantity == "eps" and key == "family":
+        puzzle, _, mode = str(value).partition("/")
+        return f"{puzzle} / {mode or 'plan'}"
+    return str(value)
 
 
 def validation_rows(run: Path) -> list[dict[str, Any]]:
