@@ -17,7 +17,8 @@ from typing import Any
 #: the analysis tables whose rows go into the horizon table artifact
 _HORIZONS = (
     ("analysis/fits.parquet", "L0", ("family", "model", "method"), ("L0", "L0_low", "L0_high")),
-    ("analysis/compounding.parquet", "eps", ("model",), ("eps", "eps_low", "eps_high")),
+    # "family" is the puzzle and its mode ("hanoi", "hanoi/rollout"): named in full
+    ("analysis/compounding.parquet", "eps", ("family", "model"), ("eps", "eps_low", "eps_high")),
     (
         "analysis/worlds_critical_points.parquet",
         "sc*",
