@@ -6,7 +6,9 @@ but some attempts have no answer or some world episodes of model agents are unfi
 (the last line says how many; rerun to retry them); 4 the run finished but L bins are
 short of their quota (the last line lists them; ``sampling.allow_unfilled: true``
 accepts that); 130 interrupted by Ctrl-C or SIGTERM (the last line says what is kept).
-``horizonbench status`` exits 0 for a completed run with every output current, else 1.
+``horizonbench status`` exits 0 for a completed run with every output current and
+intact, 1 when it is not done, 2 for a folder that is not a run, 3 when an output is
+missing or not what the manifest recorded (``--verify``: sha256, else sizes).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import sys
@@ -66,6 +69,13 @@ def _parser() -> argparse.ArgumentParser:
         )
         sp.add_argument("--no-progress", action="store_true", help="no progress bars")
         sp.add_argument(
+            "--scale",
+            type=float,
+            metavar="F",
+            help="a smoke run at a fraction F (0 < F <= 1) of the config's instances, samples, "
+            "bins and world cells, with every family, model and stage kept (README: Smoke runs)",
+        )
+        sp.add_argument(
             "--json",
             action="store_true",
             help="at the end, print the run's status as one JSON object on stdout "
@@ -90,6 +100,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="generate the instances, then print the calls, estimated tokens and cost "
         "of the evaluation without calling any model",
+    )
+    r.add_argument(
+        "--budget-usd",
+        type=float,
+        metavar="X",
+        help="the most USD the run folder pays for model calls in all, reruns included "
+        "(overrides evaluation.budget_usd; a rerun past the cap sends nothing until it is raised)",
     )
     d = sub.add_parser(
         "demo",
@@ -134,11 +151,19 @@ def _parser() -> argparse.ArgumentParser:
         help="what a run folder holds: done, stale, failed, or still running",
         description="Print the state of a run folder: whether a run holds it now, how the last "
         "run ended, which outputs are current and which an interrupted or failed rerun left stale, "
-        "the fitted L0 per model and the report. Exit 0 when the run completed and every output "
-        "is current, else 1; 2 when DIR is not a run folder.",
+        "the fitted L0 per model and the report, and every output file that is missing or not what "
+        "the manifest recorded (sizes; sha256 with --verify). Exit 0 when the run completed and every "
+        "output is current and intact, 1 when it is not done, 2 when DIR is not a run folder, 3 when "
+        "an output is damaged (rerun the run's command to repair it).",
     )
     st.add_argument("--run", required=True, metavar="DIR", help="a run folder")
     st.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    st.add_argument(
+        "--verify",
+        action="store_true",
+        help="check every output's sha256 against the manifest (reads every file); by default "
+        "only their sizes (reads none)",
+    )
     s = sub.add_parser(
         "serve",
         help="run the pipeline on a schedule in this long-running process",
@@ -207,6 +232,14 @@ def _load(args: argparse.Namespace) -> Any:
         if args.dask_address:
             raw["dask"]["address"] = args.dask_address
         cfg = parse_config(raw, source="command line")
+    if getattr(args, "budget_usd", None) is not None:
+        raw = cfg.model_dump(mode="json")
+        raw["evaluation"]["budget_usd"] = args.budget_usd
+        cfg = parse_config(raw, source="--budget-usd")
+    if args.scale is not None:
+        from horizonbench.schemas.scale import scale_config
+
+        cfg = scale_config(cfg, args.scale)
     return cfg
 
 
@@ -245,6 +278,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.workers is not None and args.workers < 1:
         return _fail("--workers must be at least 1", 2)
+    budget_usd = getattr(args, "budget_usd", None)
+    if budget_usd is not None and not (math.isfinite(budget_usd) and budget_usd >= 0):
+        return _fail(f"--budget-usd must be a number of USD, 0 or more (got {budget_usd:g})", 2)
     from horizonbench.cli.prefect_server import spawn_early, stop_early
 
     # the server's start is the longest step before the flow: it starts before the
@@ -343,7 +379,7 @@ def _status(args: argparse.Namespace) -> int:
     from horizonbench.tasks.status import exit_code, format_status, run_status
 
     try:
-        info = run_status(Path(args.run))
+        info = run_status(Path(args.run), verify=args.verify)
     except ConfigError as err:
         return _fail(str(err), 2)
     print(json.dumps(info, sort_keys=True, default=str) if args.json else format_status(info))
@@ -640,6 +676,7 @@ def _missing_attempts(out: Path, cfg: Any) -> int:
     world episodes of model agents unfinished (the same line the flow run fails with);
     else exit 4 when L bins are short of their quota (and the config does not allow it)."""
     from horizonbench.flows.pipeline import missing_summary, short_bins, silent_models, unfilled_summary
+    from horizonbench.tasks.spend import budget_problem
     from horizonbench.tasks.world_models import unfinished_summary
 
     try:
@@ -647,14 +684,18 @@ def _missing_attempts(out: Path, cfg: Any) -> int:
     except (OSError, ValueError, KeyError):
         return 0
     problems = []
+    # a cap that refused calls: what was paid, the cap and how to raise it, at the end
+    capped = budget_problem(counts.get("budget"))
     evaluation = counts.get("attempts")
     if evaluation and evaluation["total"]["failed"]:
         for message in silent_models(evaluation):
             print(f"horizonbench: {message}", file=sys.stderr)
-        problems.append(missing_summary(evaluation))
-    unfinished = unfinished_summary((counts.get("worlds") or {}).get("models", {}))
+        problems.append(missing_summary(evaluation, capped=bool(capped)))
+    unfinished = unfinished_summary((counts.get("worlds") or {}).get("models", {}), capped=bool(capped))
     if unfinished:
         problems.append(unfinished)
+    if capped and problems:
+        problems.append(capped)
     short = short_bins(cfg, counts.get("generation") or [])
     if problems:
         return _fail("; ".join(problems + ([unfilled_summary(short)] if short else [])), 3)

@@ -11,3 +11,9 @@ class ConfigError(HorizonbenchError):
 
 class ValidationFailed(HorizonbenchError):
     """A table broke its Great Expectations suite; the run stops before anything uses it."""
+
+
+class RunFolderDamaged(ConfigError):
+    """A run folder's file is missing or not what its manifest recorded (deleted,
+    truncated, changed); the message names it. A ``ConfigError``, so a command that
+    reads it prints one line and exits 2, as for any input it cannot use."""

@@ -14,6 +14,7 @@ from prefect.exceptions import TerminationSignal
 from prefect.states import Failed
 
 from horizonbench.core.registry import get_family
+from horizonbench.flows.repair import repair
 from horizonbench.schemas.config import Config, check_requests, load_config, parse_config, today_utc
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
@@ -25,9 +26,15 @@ from horizonbench.tasks.layout import instances_rel
 from horizonbench.tasks.manifest import MANIFEST, git_sha, versions, write_manifest
 from horizonbench.tasks.report import REPORT_REL, build_report
 from horizonbench.tasks.score import SCORES_REL, score_attempts
+from horizonbench.tasks.spend import budget_counts, budget_problem, spend_lines
 from horizonbench.tasks.storage import STAGING, promote, rows_to_table, staged, write_table
 from horizonbench.tasks.validate import validate_table
-from horizonbench.tasks.world_models import WORLD_ATTEMPTS_REL, run_world_models, unfinished_summary
+from horizonbench.tasks.world_models import (
+    WORLD_ATTEMPTS_REL,
+    rerun_hint,
+    run_world_models,
+    unfinished_summary,
+)
 from horizonbench.tasks.worlds import (
     EPISODES_REL,
     STEPS_REL,
@@ -158,8 +165,12 @@ def _finish(
     run_folder.current(run, "validate")
     run_folder.current(run, "manifest")
     run_folder.finish(run, "failed" if problems else "completed", problems)
-    if not problems:
-        run_folder.point_latest(out_template, run)
+    if not problems and run_folder.point_latest(out_template, run) is None:
+        from horizonbench.tasks.verify import unverified
+
+        why = unverified(run)
+        if why:  # a file went missing or was cut short since the manifest
+            get_run_logger().warning("the series' latest stays where it was: %s", why)
     publish(title, run, counts, problems, report)
 
 
@@ -202,6 +213,10 @@ def generate_flow(config: dict[str, Any] | Config | str, out: str, series: str |
 
     def body() -> Any:
         _tag_flow_run(cfg)
+        repaired = repair(cfg, run, "generate", ("generate",))
+        if repaired is not None:  # only damaged instance parts were rewritten
+            _finish(run, series or out, f"horizonbench: {cfg.run.name} (instances)", repaired, [], None)
+            return str(run)
         _prepare(run, cfg, "generate")
         stats = _generate_and_validate(cfg, run)
         counts = {"generation": stats}
@@ -242,6 +257,12 @@ def pipeline(config: dict[str, Any] | Config | str, out: str, series: str | None
 def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     logger = get_run_logger()
     _tag_flow_run(cfg)
+    repaired = repair(cfg, run, "run")
+    if repaired is not None:  # only the damaged files were rewritten (flows/repair.py)
+        page = run / REPORT_REL
+        report_page = page if page.exists() else None
+        _finish(run, out_template, f"horizonbench: {cfg.run.name}", repaired, [], report_page)
+        return str(page) if report_page else str(run)
     _prepare(run, cfg, "run")
     stats = _generate_and_validate(cfg, run)
     counts: dict[str, Any] = {"generation": stats}
@@ -273,6 +294,9 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
         logger.warning("no models configured: instances only, no evaluation")
     if analysed or counts.get("worlds"):
         run_folder.current(run, "analyse")
+    budget = budget_counts(cfg, run, _refused(counts))
+    if budget is not None:
+        counts["budget"] = budget
     provenance = {"versions": versions(), "git_sha": git_sha()}
     run_info = report_run_info(cfg, provenance)
     report = None
@@ -285,12 +309,15 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     if report:
         logger.info("report: %s", report)
     problems = []
+    capped = budget_problem(budget)
     if counts.get("attempts", {}).get("total", {}).get("failed"):
-        problems.append(missing_summary(counts["attempts"]))
-    unfinished = unfinished_summary(counts.get("worlds", {}).get("models", {}))
+        problems.append(missing_summary(counts["attempts"], capped=bool(capped)))
+    unfinished = unfinished_summary(counts.get("worlds", {}).get("models", {}), capped=bool(capped))
     if unfinished:
         logger.warning("%s", unfinished)
         problems.append(unfinished)
+    if capped and problems:
+        problems.append(capped)
     short = short_bins(cfg, stats)
     if short:
         logger.error("%s", unfilled_summary(short))
@@ -349,6 +376,7 @@ def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
     stats["horizon_short"] += sum(r["horizon_short"] for r in models["episodes"])
     stats["agents"] = names
     stats["models"] = models["agents"]
+    stats["budget_refused"] = models.get("budget_refused", [])
     if not stats["episodes"]:
         get_run_logger().error("no world episode finished: no episodes or steps tables, analysis or report")
         return stats
@@ -364,8 +392,16 @@ def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
     return stats
 
 
+def _refused(counts: dict[str, Any]) -> list[str]:
+    """The caps that refused a call in this run, in the evaluation or the world study."""
+    evaluation = (counts.get("attempts") or {}).get("total") or {}
+    return [*evaluation.get("budget_refused", []), *(counts.get("worlds") or {}).get("budget_refused", [])]
+
+
 def _report_counts(counts: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if counts.get("budget"):
+        out.update(spend_lines(counts["budget"]))
     w = counts.get("worlds")
     if w:
         out["world episodes"] = (
@@ -416,24 +452,25 @@ def _report_counts(counts: dict[str, Any]) -> dict[str, Any]:
 
 
 def silent_models(evaluation: dict[str, Any]) -> list[str]:
-    """One message per model that got no answer at all, naming why."""
+    """One message per model that got no answer at all, naming why (not a model only a
+    budget cap held back: the budget's line says so)."""
     out = []
     for model, c in evaluation["models"].items():
-        if c["attempts"] and not c["answered"]:
+        if c["attempts"] and not c["answered"] and set(c["failed_by_class"]) != {"budget"}:
             why = c["stopped"] or ", ".join(f"{k} x{v}" for k, v in c["failed_by_class"].items())
             out.append(f"model {model!r} has no answers ({c['failed']} attempts failed: {why})")
     return out
 
 
-def missing_summary(evaluation: dict[str, Any]) -> str:
-    """The one line that says how many attempts have no answer, per model and class."""
+def missing_summary(evaluation: dict[str, Any], capped: bool = False) -> str:
+    """The one line that says how many attempts have no answer, per model and class
+    (``capped``: a budget cap refused calls; its own line follows, see rerun_hint)."""
     total = evaluation["total"]
     parts = []
     for model, c in evaluation["models"].items():
         if c["failed"]:
             classes = ", ".join(f"{k} {v}" for k, v in c["failed_by_class"].items())
             parts.append(f"{model}: {c['failed']} ({classes})")
-    return (
-        f"{total['failed']} of {total['attempts']} attempts have no answer ({'; '.join(parts)}); "
-        "rerun the same command to retry them"
-    )
+    line = f"{total['failed']} of {total['attempts']} attempts have no answer ({'; '.join(parts)})"
+    hint = rerun_hint(total["failed"], evaluation["models"].values(), "failed_by_class", "retry", capped)
+    return f"{line}; {hint}" if hint else line

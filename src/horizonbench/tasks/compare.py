@@ -30,9 +30,10 @@ from horizonbench.analysis import compare as cmp
 from horizonbench.core.errors import ConfigError
 from horizonbench.schemas.config import Config, parse_config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, WORLD_ANALYSIS_SCHEMAS
-from horizonbench.tasks.layout import SCORES_REL
+from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL
 from horizonbench.tasks.manifest import MANIFEST, git_sha
 from horizonbench.tasks.storage import sha256_file, write_json, write_table, write_text
+from horizonbench.tasks.verify import check_tables
 
 # the run folder's layout, as tasks/worlds.py writes it (importing that module would
 # load the model providers, seconds that ``compare`` has no use for)
@@ -108,7 +109,13 @@ def read_run(path: Path, flag: str = "--run") -> RunFolder:
     return RunFolder(path, manifest, cfg)
 
 
+#: what ``analyze`` and ``report`` read, checked against the manifest first (``tasks.verify``)
+ANALYZE_READS = (SCORES_REL, ATTEMPTS_REL, "episodes", "steps")
+REPORT_READS = (*ANALYZE_READS, "instances", "analysis")
+
+
 def _check_readable(run: RunFolder, rel: str, flag: str = "--run") -> None:
+    check_tables(run.path, run.manifest, [rel], flag)
     try:
         pq.read_schema(run.path / rel)
     except (OSError, pa.ArrowException) as err:
@@ -144,6 +151,7 @@ def analysis_parts(run: RunFolder) -> list[str]:
             raise ConfigError(f"--run {run.path}: {rel} is missing (the manifest counts {promised})")
     if not parts:
         raise ConfigError(f"--run {run.path}: nothing to analyse (no scores or episodes table)")
+    check_tables(run.path, run.manifest, ANALYZE_READS)
     return parts
 
 
@@ -163,9 +171,13 @@ def _record_rebuild(run: RunFolder, what: str, rels: Sequence[str]) -> None:
     """Update the manifest's hashes of the rewritten files and say what was rebuilt."""
     manifest = json.loads((run.path / MANIFEST).read_text(encoding="utf-8"))
     hashes = dict(manifest.get("content_sha256") or {})
+    sizes = dict(manifest.get("content_bytes") or {})
     for rel in rels:
         hashes[rel] = sha256_file(run.path / rel)
+        sizes[rel] = (run.path / rel).stat().st_size
     manifest["content_sha256"] = hashes
+    if "content_bytes" in manifest:  # a manifest from before sizes stays without them
+        manifest["content_bytes"] = sizes
     manifest["rebuilt"] = [
         *(manifest.get("rebuilt") or []),
         {
@@ -233,7 +245,9 @@ def report_inputs(run: RunFolder) -> tuple[str, dict[str, Any], dict[str, Any]]:
 
 def report_parts(run: RunFolder) -> list[str]:
     """What the report of ``run`` shows (as :func:`analysis_parts`), each checked to
-    have its analysis; ConfigError naming ``horizonbench analyze`` otherwise."""
+    have its analysis; ConfigError naming ``horizonbench analyze`` otherwise, or naming
+    the first table the report reads that is not what the manifest recorded."""
+    check_tables(run.path, run.manifest, REPORT_READS)
     parts = []
     for part, rel, analysed in (
         ("scores", SCORES_REL, "analysis/overall.parquet"),

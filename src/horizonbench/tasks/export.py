@@ -27,6 +27,7 @@ from horizonbench.schemas.tables import with_version
 from horizonbench.tasks.layout import instances_rel
 from horizonbench.tasks.table_parts import read_parts
 from horizonbench.tasks.validation import validate_frame
+from horizonbench.tasks.verify import check_tables, read_manifest
 
 STEP_FIELDS = [
     pa.field("instance_id", pa.string(), nullable=False),
@@ -65,7 +66,12 @@ def export_run(run: Path, formats: list[str], seed: int, dest: Path | None = Non
     """Write ``<dest>/<family>/<split>.{parquet,jsonl}``; returns per-family row counts."""
     if not (run / "instances").is_dir():
         raise ConfigError(f"--run {run}: no instances/ folder (is it a horizonbench run folder?)")
-    families = puzzle_families(run)
+    manifest = read_manifest(run)
+    hashes = (manifest or {}).get("content_sha256") or {}
+    recorded = {r.split("/")[1] for r in hashes if r.startswith("instances/")}
+    # a family whose folder is gone is damage too, not a family to leave out
+    families = sorted(set(puzzle_families(run)) | {f for f in recorded if hasattr(_family(f), "rule_fields")})
+    check_tables(run, manifest, [instances_rel(f) for f in families])
     if not families:
         raise ConfigError(
             f"--run {run}: no puzzle family to export (hanoi, checkers, river_crossing, blocks_world)"
@@ -74,7 +80,10 @@ def export_run(run: Path, formats: list[str], seed: int, dest: Path | None = Non
     summary: dict[str, Any] = {}
     for name in families:
         family = get_family(name)
-        rows = read_parts(run / instances_rel(name)).to_pylist()
+        try:  # a folder without a manifest (an unfinished run) is not checked above
+            rows = read_parts(run / instances_rel(name)).to_pylist()
+        except (OSError, pa.ArrowException) as err:
+            raise ConfigError(f"--run {run}: {instances_rel(name)} cannot be read: {err}") from None
         splits = assign_splits(rows, seed)
         rule_cols = [f.name for f in family.rule_fields]
         schema = with_version(pa.schema(STEP_FIELDS + list(family.rule_fields) + STEP_TAIL), f"export/{name}")

@@ -68,18 +68,33 @@ def git_sha() -> str | None:
     return sha + ("-dirty" if dirty else "")
 
 
-def content_hashes(run: Path) -> dict[str, str]:
-    out = {}
+def _result_files(run: Path) -> list[tuple[str, Path]]:
+    out = []
     for path in sorted(p for p in run.rglob("*") if p.is_file()):
         rel = path.relative_to(run).as_posix()
         skip = rel in (MANIFEST, *_SKIP_FILES) or rel.startswith((STAGING, *_SKIP_DIRS))
         if skip or path.name.endswith(_SKIP_SUFFIXES):
             continue
-        out[rel] = sha256_file(path)
+        out.append((rel, path))
     return out
+
+
+def content_hashes(run: Path) -> dict[str, str]:
+    return {rel: sha256_file(path) for rel, path in _result_files(run)}
+
+
+def content_records(run: Path) -> tuple[dict[str, str], dict[str, int]]:
+    """Each result file's sha256 and size in bytes (``content_sha256``,
+    ``content_bytes``): the size lets ``horizonbench status`` find a deleted or
+    truncated file without reading any (``tasks.verify``)."""
+    hashes, sizes = {}, {}
+    for rel, path in _result_files(run):
+        sizes[rel] = path.stat().st_size
+        hashes[rel] = sha256_file(path)
+    return hashes, sizes
 
 
 def write_manifest(run: Path, manifest: dict[str, Any]) -> Path:
     manifest = dict(manifest)
-    manifest["content_sha256"] = content_hashes(run)
+    manifest["content_sha256"], manifest["content_bytes"] = content_records(run)
     return write_json(manifest, run / MANIFEST)

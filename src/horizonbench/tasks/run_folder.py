@@ -62,6 +62,9 @@ _RUNTIME_ONLY = {
     "dask": None,
     "generation": None,
     "evaluation.interrupt_grace_s": None,
+    # a cap decides how many calls are sent, not what an answer is: raising it resumes
+    "evaluation.budget_usd": None,
+    "evaluation.models.*.budget_usd": None,
     "families.*.sampling.shard_size": None,
     "families.*.sampling.allow_unfilled": None,
     "evaluation.models.*.requests_per_minute": None,
@@ -251,6 +254,21 @@ def begin(run: Path, config: dict[str, Any], command: str) -> dict[str, Any]:
     return state
 
 
+def begin_repair(run: Path, command: str, damaged: dict[str, str]) -> None:
+    """Start a rerun that repairs (``flows.repair``): the state says ``running``, each
+    output with a damaged file (``damaged``: output -> what is wrong) says ``damaged``
+    until its stage restores it, and every other output stays ``current``: it is not
+    rewritten. A crash leaves them ``damaged`` and the run ``failed``; the next rerun
+    is then an ordinary one."""
+    state = read_state(run) or {}
+    outputs = state.setdefault("outputs", {})
+    for rel, why in damaged.items():
+        outputs[rel] = {**outputs.get(rel, {}), "status": "damaged", "reason": why}
+    state.update(status="running", command=command, pid=os.getpid(), started_at=_now(), finished_at=None)
+    state["problems"] = []
+    _write_state(run, state)
+
+
 def mark_report_stale(run: Path) -> None:
     """Put a banner on an earlier run's report, so nobody reads it as this run's."""
     page = run / "report" / "index.html"
@@ -371,9 +389,13 @@ def series_folder(template: str, out: Path) -> tuple[Path, str] | None:
 
 def point_latest(template: str, out: Path) -> Path | None:
     """Move the series' ``latest`` symlink to this run (relative, so the series folder
-    can move); replaced atomically, so a reader never finds it missing."""
+    can move); replaced atomically, so a reader never finds it missing. Only to a run
+    whose outputs are all there at their recorded sizes (``tasks.verify.unverified``):
+    ``None``, the link left where it was, otherwise."""
+    from horizonbench.tasks.verify import unverified  # it imports this module
+
     found = series_folder(template, out)
-    if found is None:
+    if found is None or unverified(out) is not None:
         return None
     folder, name = found
     link = folder / LATEST

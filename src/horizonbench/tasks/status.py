@@ -14,9 +14,13 @@ from typing import Any
 
 from horizonbench.core.errors import ConfigError
 from horizonbench.tasks.run_folder import STATE, holder, lock_is_held, read_state
+from horizonbench.tasks.spend import folder_spend, spend_lines
 
-#: exit codes of ``horizonbench status``
-DONE, NOT_DONE = 0, 1
+#: exit codes of ``horizonbench status``: 0 completed, every output current and intact;
+#: 1 not done (running, failed, crashed, cancelled, or outputs stale); 2 not a run folder
+#: (the CLI's bad-input code); 3 damaged: an output is missing or not what the manifest
+#: recorded (``tasks.verify``), whatever the state says; a rerun repairs it
+DONE, NOT_DONE, DAMAGED = 0, 1, 3
 
 
 def _fits(run: Path) -> list[dict[str, Any]]:
@@ -26,7 +30,10 @@ def _fits(run: Path) -> list[dict[str, Any]]:
     import pyarrow.parquet as pq
 
     cols = ["family", "model", "method", "L0", "L0_low", "L0_high"]
-    table = pq.read_table(path)
+    try:  # changed in place at the same size (found by --verify only): no fits to show
+        table = pq.read_table(path)
+    except (OSError, ValueError):
+        return []
     have = [c for c in cols if c in table.column_names]
     return [{k: _json_number(v) for k, v in row.items()} for row in table.select(have).to_pylist()]
 
@@ -38,8 +45,13 @@ def _json_number(value: Any) -> Any:
     return value
 
 
-def run_status(run: Path) -> dict[str, Any]:
-    """The folder's status as plain data (what ``--json`` prints)."""
+def run_status(run: Path, verify: bool = False) -> dict[str, Any]:
+    """The folder's status as plain data (what ``--json`` prints).
+
+    The outputs are checked against the manifest (``tasks.verify``): their sizes, and
+    with ``verify`` their sha256 too. ``damaged`` lists every file that is missing or
+    changed (an output with one leaves ``current``); ``checked`` says how deep the check
+    went (``None`` while a run writes the folder, or without a manifest)."""
     if not run.is_dir():
         raise ConfigError(f"--run {run}: no such folder")
     state = read_state(run)
@@ -67,6 +79,8 @@ def run_status(run: Path) -> dict[str, Any]:
     for rel, info in sorted(outputs.items()):
         by_status.setdefault(info.get("status", "unknown"), []).append(rel)
     stale = by_status.get("stale", [])
+    damaged, checked = _damaged(run, manifest, running, verify)
+    broken = {d["output"] for d in damaged}
     return {
         "run": str(run.resolve()),
         "status": status,
@@ -74,13 +88,28 @@ def run_status(run: Path) -> dict[str, Any]:
         "holder": holder(run) if running else None,
         "started_at": (state or {}).get("started_at") or (manifest or {}).get("started_at"),
         "finished_at": (state or {}).get("finished_at") or (manifest or {}).get("finished_at"),
-        "current": by_status.get("current", []),
+        "current": [rel for rel in by_status.get("current", []) if rel not in broken],
         "stale": stale,
+        "damaged": damaged,
+        "checked": checked,
         "problems": problems,
+        # paid and left, in total and per model, from the attempt store's ledger (live)
+        "budget": folder_spend(run),
         "counts": (manifest or {}).get("counts") if status == "completed" else None,
-        "report": str(report.resolve()) if report.exists() and "report" not in stale else None,
-        "fits": _fits(run) if status == "completed" else [],
+        "report": str(report.resolve()) if report.exists() and not {"report"} & {*stale, *broken} else None,
+        "fits": _fits(run) if status == "completed" and "analysis" not in broken else [],
     }
+
+
+def _damaged(
+    run: Path, manifest: dict[str, Any] | None, running: bool, hashes: bool
+) -> tuple[list[dict[str, str]], str | None]:
+    """The damaged files, as dicts, and the depth of the check (see ``run_status``)."""
+    if manifest is None or running:
+        return [], None
+    from horizonbench.tasks.verify import check
+
+    return [d.as_dict() for d in check(run, manifest, hashes=hashes)], "sha256" if hashes else "size"
 
 
 def format_status(info: dict[str, Any]) -> str:
@@ -94,8 +123,17 @@ def format_status(info: dict[str, Any]) -> str:
     lines.append("current: " + (", ".join(info["current"]) or "nothing"))
     if info["stale"]:
         lines.append("stale: " + ", ".join(info["stale"]) + " (an earlier run's; not rewritten yet)")
+    for damage in info.get("damaged") or []:
+        lines.append(f"damaged: {damage['path']} {damage['problem']}")
+    if info.get("damaged"):
+        lines.append("rerun the command that wrote the run to repair the damaged outputs")
+    elif info.get("checked"):
+        how = "sizes and sha256" if info["checked"] == "sha256" else "sizes; --verify checks sha256 too"
+        lines.append(f"verified: every output as the manifest recorded ({how})")
     for problem in info["problems"]:
         lines.append(f"problem: {problem}")
+    for label, text in spend_lines(info["budget"]).items() if info.get("budget") else ():
+        lines.append(f"{label}: {text}")
     for fit in info["fits"]:
         ci = ""
         if fit.get("L0_low") is not None and fit.get("L0_high") is not None:
@@ -114,4 +152,6 @@ def _shown(value: Any) -> str:
 
 
 def exit_code(info: dict[str, Any]) -> int:
+    if info.get("damaged"):
+        return DAMAGED
     return DONE if info["status"] == "completed" and not info["stale"] else NOT_DONE
