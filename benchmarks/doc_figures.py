@@ -88,32 +88,47 @@ def run_figures(run: Path) -> list[str]:
     return lines
 
 
-def horizon_figures(config: Path, env: str) -> list[str]:
-    """The lines of ``horizons``: median L* per (sc, dd) cell against the regime's T."""
-    from horizonbench.datasets.worlds.base import REGIMES
+def optimal_lengths(config: Path, env: str, sc: int | None = None) -> dict[tuple[int, int], list[int]]:
+    """L* of every world of ``env`` in a world-study config, per (sc, dd) cell (only the
+    cells of ``sc`` when given): the worlds are built, no agent runs."""
     from horizonbench.datasets.worlds.study import HORIZON_MAX, environment_class
     from horizonbench.schemas.config import load_config
 
     cfg = load_config(config)
     if cfg.worlds is None:
         raise SystemExit(f"doc_figures: {config} has no world study")
-    study = cfg.worlds.study()
     lengths: dict[tuple[int, int], list[int]] = defaultdict(list)
-    for ep in study.episodes(cfg.run.seed):
-        if ep.env != env:
+    for ep in cfg.worlds.study().episodes(cfg.run.seed):
+        if ep.env != env or (sc is not None and ep.spec.sc != sc):
             continue
         world = environment_class(ep.env)(ep.spec.replace(horizon=HORIZON_MAX))
         _, task = world.reset(ep.seed, ep.archetype)
         lengths[(ep.spec.sc, ep.spec.dd)].append(task.optimal_length)
-    horizon = REGIMES[study.regime].horizon
-    lines = [f"{env} in {config.name} (regime {study.regime}, T = {horizon}): median L* per cell"]
+    return dict(lengths)
+
+
+def median_range(lengths: dict[tuple[int, int], list[int]], sc: int) -> str:
+    """The range of the cells' median L* at ``sc`` as the README writes it: ``36.5-64``."""
+    medians = [statistics.median(v) for (s, _), v in lengths.items() if s == sc]
+    return f"{min(medians):g}-{max(medians):g}"
+
+
+def horizon_figures(config: Path, env: str) -> list[str]:
+    """The lines of ``horizons``: median L* per (sc, dd) cell against the regime's T."""
+    from horizonbench.datasets.worlds.base import REGIMES
+    from horizonbench.schemas.config import load_config
+
+    lengths = optimal_lengths(config, env)
+    regime = load_config(config).worlds.regime  # type: ignore[union-attr]
+    horizon = REGIMES[regime].horizon
+    lines = [f"{env} in {config.name} (regime {regime}, T = {horizon}): median L* per cell"]
     for sc in sorted({sc for sc, _ in lengths}):
         cells = [(dd, lengths[(sc, dd)]) for dd in sorted(dd for s, dd in lengths if s == sc)]
         shown = ", ".join(
             f"dd {dd}: {statistics.median(v):g} ({sum(x > horizon for x in v)} of {len(v)} above T)"
             for dd, v in cells
         )
-        lines.append(f"  sc = {sc}: {shown}")
+        lines.append(f"  sc = {sc}: {shown} (medians {median_range(lengths, sc)})")
     return lines
 
 

@@ -23,6 +23,7 @@ import contextlib
 import io
 import re
 import shlex
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -360,3 +361,34 @@ def test_the_good_forms_parse():
         assert command_error(parser, Shown(command, "ok")) is None, command
     assert command_error(parser, Shown("horizonbench export --run DIR [--seed N]", "ok", block=False)) is None
     assert script_problem("benchmarks/calibration.py --cases lag --seed 1") is None
+
+
+# ------------------------------------------------------ a quoted figure, recomputed
+
+
+def _doc_figures():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import doc_figures
+    finally:
+        sys.path.pop(0)
+    return doc_figures
+
+
+def test_the_readmes_median_optimal_lengths_are_what_doc_figures_prints():
+    """The horizon paragraph's L* ranges: deterministic (the worlds of
+    configs/wmc-grid.yaml), cheap at sc = 20 (400 worlds built, no agent), so a change to
+    StatefulPuzzle that moves them fails here until the README says what
+    `python benchmarks/doc_figures.py horizons` prints."""
+    figures = _doc_figures()
+    config = ROOT / "configs" / "wmc-grid.yaml"
+    at_20 = figures.median_range(figures.optimal_lengths(config, "stateful_puzzle", sc=20), 20)
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"median L\\\* is (\S+) at sc = 20", readme.replace("\n", " "))
+    assert found, "the README's horizon paragraph no longer quotes the median L* at sc = 20"
+    assert found.group(1) == at_20, (
+        f"README says median L* {found.group(1)} at sc = 20; doc_figures.py horizons prints {at_20}"
+    )
+    assert "doc_figures.py horizons" in readme
+    # the check has teeth: the figure the README quoted before it was re-measured fails
+    assert "36-63" != at_20
