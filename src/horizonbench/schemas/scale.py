@@ -1,0 +1,123 @@
+"""A config at a fraction of its scale, for a smoke run (``--scale F`` on the command line).
+
+Why: a shipped config that cannot finish (a quota its family cannot fill, a stage that
+crashes on one family or model) must be caught in CI, where the full config takes hours
+and API money. A scaled config keeps everything that decides which code runs (every
+family label, sweep setting, mode, model, environment, agent, regime, harness limit,
+budget and Dask setting) and shrinks only how much of it there is:
+
+* ``sampling.count``: ``ceil(F x count)``;
+* ``sampling.bins``: at most ``ceil(F x bins)`` bins over the same [min, max) range,
+  each the union of neighbouring bins, keeping ``ceil(F x the quotas it merges)``: no
+  more than the bins it replaces, so a config that can fill its bins fills these;
+* ``sampling.all``: the first ``ceil(F x candidates)`` certified instances (a count), so
+  the smallest sizes of an enumerated puzzle;
+* ``sampling.shard_size``: left to its default, which sizes shards to the work;
+* ``evaluation.samples``: ``ceil(F x samples)``; ``analysis.bootstrap``: ``ceil(F x B)``
+  but at least 10 (or B when B is smaller);
+* ``worlds``: ``ceil(F x archetypes)`` and ``ceil(F x variants)`` worlds per cell, and
+  of the ``sc`` and ``dd`` values ``ceil(F x count)`` (at least two when there were
+  two or more, so a cliff can still be tested), evenly spread from the first to the last.
+
+Every count is at least 1. F = 1 returns the config unchanged. The scaled config is
+what the run records in its manifest, so a smoke run's folder says what it ran.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from horizonbench.core.errors import ConfigError
+from horizonbench.schemas.config import Config, parse_config
+
+#: the fewest bootstrap replicates a scaled analysis keeps (unless the config asked fewer)
+MIN_BOOTSTRAP = 10
+
+
+def _part(factor: float, value: int) -> int:
+    """``ceil(factor x value)``, at least 1 (rounding guarded: 0.1 x 30 is 3, not 4)."""
+    return max(1, math.ceil(round(factor * value, 9)))
+
+
+def scaled_bins(bins: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Fewer, wider bins over the same range, each with ``ceil(F x the quotas it merges)``.
+
+    ``bins`` is a ``BinSpec`` as plain data (JSON keys of ``quotas`` may be strings)."""
+    lo, hi, width, per_bin = bins["min"], bins["max"], bins.get("width", 1), bins["per_bin"]
+    quotas = {int(k): v for k, v in (bins.get("quotas") or {}).items()}
+    edges = list(range(lo, hi, width))
+    # whole groups of neighbouring bins, so every new bin is a union of old ones
+    group = math.ceil(len(edges) / _part(factor, len(edges)))
+    merged = {
+        edges[i]: _part(factor, sum(quotas.get(old, per_bin) for old in edges[i : i + group]))
+        for i in range(0, len(edges), group)
+    }
+    new_width = width * group
+    common = max(merged.values())
+    out = {**bins, "width": new_width, "per_bin": common}
+    out["quotas"] = {e: q for e, q in merged.items() if q != common}
+    if not out["quotas"]:
+        out.pop("quotas")
+    return out
+
+
+def _spread(values: list[Any], factor: float) -> list[Any]:
+    """``ceil(F x len)`` of the values (at least two of two or more), evenly spread from
+    the first to the last."""
+    n = len(values)
+    keep = min(n, max(min(2, n), _part(factor, n)))
+    if keep == n:
+        return list(values)
+    if keep == 1:
+        return [values[0]]
+    return [values[round(i * (n - 1) / (keep - 1))] for i in range(keep)]
+
+
+def _scaled_sampling(label: str, family: dict[str, Any], factor: float) -> dict[str, Any]:
+    from horizonbench.core.registry import get_family
+
+    sampling = dict(family["sampling"])
+    if sampling.get("count") is not None:
+        sampling["count"] = _part(factor, sampling["count"])
+    elif sampling.get("bins") is not None:
+        sampling["bins"] = scaled_bins(sampling["bins"], factor)
+    elif sampling.get("all"):
+        fam = get_family(label)
+        counter = getattr(fam, "candidate_count", None)
+        if counter is not None:
+            total = counter(fam.params_model.model_validate(family.get("params") or {}))
+            sampling["all"] = False
+            sampling["count"] = _part(factor, total)
+    # a few instances need no big shard: the default sizes shards to the work
+    sampling.pop("shard_size", None)
+    return sampling
+
+
+def scale_config(cfg: Config, factor: float, source: str = "--scale") -> Config:
+    """``cfg`` at ``factor`` (0 < factor <= 1) of its scale: see the module docstring.
+
+    Raises ConfigError (one line, naming ``source``) for a factor outside (0, 1]."""
+    if not 0 < factor <= 1:
+        raise ConfigError(f"{source}: {factor} is not a fraction of the config's scale (0 < F <= 1)")
+    if factor == 1:
+        return cfg
+    raw = cfg.model_dump(mode="json")
+    for label, family in raw["families"].items():
+        family["sampling"] = _scaled_sampling(label, family, factor)
+    evaluation = raw["evaluation"]
+    evaluation["samples"] = _part(factor, evaluation["samples"])
+    analysis = raw["analysis"]
+    bootstrap = analysis["bootstrap"]
+    analysis["bootstrap"] = min(bootstrap, max(MIN_BOOTSTRAP, _part(factor, bootstrap)))
+    worlds = raw.get("worlds")
+    if worlds is not None:
+        worlds["archetypes"] = _part(factor, worlds["archetypes"])
+        worlds["variants"] = _part(factor, worlds["variants"])
+        for axis in ("sc", "dd"):
+            if worlds.get(axis):
+                worlds[axis] = _spread(worlds[axis], factor)
+    return parse_config(raw, source=source)
+
+
+__all__ = ["MIN_BOOTSTRAP", "scale_config", "scaled_bins"]
