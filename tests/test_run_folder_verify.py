@@ -215,9 +215,9 @@ def test_latest_moves_only_to_a_verified_run(base, tmp_path):
     link = tmp_path / "nightly" / "latest"
     assert rf.point_latest(template, good) == link and os.readlink(link) == good.name
     _truncate(bad / MAZE_PART)
-    assert verify.unverified(bad) is not None and MAZE_PART in str(verify.unverified(bad))
     assert rf.point_latest(template, bad) is None
     assert os.readlink(link) == good.name
+    assert MAZE_PART in str(verify.unverified(bad))  # why, for the flow's warning
     (bad / SCORES).unlink()
     shutil.copy(good / MAZE_PART, bad / MAZE_PART)
     assert rf.point_latest(template, bad) is None  # a deleted table too

@@ -115,7 +115,6 @@ REPORT_READS = (*ANALYZE_READS, "instances", "analysis")
 
 
 def _check_readable(run: RunFolder, rel: str, flag: str = "--run") -> None:
-    check_tables(run.path, run.manifest, [rel], flag)
     try:
         pq.read_schema(run.path / rel)
     except (OSError, pa.ArrowException) as err:
@@ -138,7 +137,9 @@ def _episodes(run: RunFolder) -> int:
 def analysis_parts(run: RunFolder) -> list[str]:
     """What the analysis of ``run`` is built from: ``"scores"`` (families) and/or
     ``"episodes"`` (a world study). ConfigError when a table the run's counts promise
-    is missing or unreadable, or when there is nothing to analyse."""
+    is missing, unreadable or not what the manifest recorded (``tasks.verify``), or when
+    there is nothing to analyse."""
+    check_tables(run.path, run.manifest, ANALYZE_READS)
     parts = []
     for part, rel, promised, wanted in (
         ("scores", SCORES_REL, f"{_answered(run)} answered attempts", bool(run.cfg.families)),
@@ -151,7 +152,6 @@ def analysis_parts(run: RunFolder) -> list[str]:
             raise ConfigError(f"--run {run.path}: {rel} is missing (the manifest counts {promised})")
     if not parts:
         raise ConfigError(f"--run {run.path}: nothing to analyse (no scores or episodes table)")
-    check_tables(run.path, run.manifest, ANALYZE_READS)
     return parts
 
 
@@ -351,6 +351,7 @@ def check_compare(paths: Sequence[Path], out: Path) -> list[RunFolder]:
                 f"{p}: no {FITS_REL} (a run without scored attempts has no L0; if it has "
                 f"scores, rebuild the analysis: horizonbench analyze --run {p})"
             )
+        check_tables(run.path, run.manifest, [FITS_REL], flag="")
         _check_readable(run, FITS_REL, flag="")
         runs.append(run)
     return runs

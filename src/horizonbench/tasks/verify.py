@@ -12,16 +12,15 @@ Two depths, because they cost very different amounts:
   folders, never a read of a table, so ``horizonbench status`` stays instant on a run of
   any size. It catches what goes wrong in practice: a deleted file, a truncated write
   (disk full, a copy cut short), a part file too many.
-- **hashes** (``hashes=True``): every file read once (sha256, about 1.4 GB/s measured
-  here), for ``status --verify`` and before a command reads a table: a command that
-  reads a table reads all of it anyway, so checking its hash first costs less than the
-  read.
+- **hashes** (``hashes=True``): every file read once (sha256), for ``status --verify``
+  and before a command reads a table: a command that reads a table reads all of it
+  anyway, so checking its hash first costs about as much again, at most.
 
 Checked are the outputs of the stages that write results (``run_folder.STAGE_OUTPUTS``
 but ``validation/``: Great Expectations' records are rewritten by ``horizonbench
-export``'s own checks, and ``manifest.json`` itself). Files in those outputs that are
-not results (the manifest's skip rules: the answer store, temporary files, the run tag)
-are not checked either. The comparison is pure (:func:`diagnose`); the rest is I/O.
+export``'s own checks, and ``manifest.json`` itself). Of ``attempts/`` only the
+tables are checked (not the answer store or the run tag, which the manifest does not
+list or a rerun rewrites). The comparison is pure (:func:`diagnose`); the rest is I/O.
 """
 
 from __future__ import annotations
@@ -241,7 +240,7 @@ def repair_plan(
     Only a run that completed, with no problems and every output current, under the same
     output config, whose damage lies in outputs of ``stages`` alone: then the rest of
     the folder is known good (every file at its recorded sha256: this reads every
-    output once, about 1 s per 1.4 GB here), and the stages are deterministic, so the
+    output once, which a rerun that recomputes can afford), and the stages are deterministic, so the
     repaired files must come back byte-identical (:func:`restore` checks it)."""
     from horizonbench.tasks.run_folder import output_config, read_state
 
