@@ -213,6 +213,16 @@ def test_compare_prints_the_move(nights, tmp_path, capsys):
     assert f"compare: {(tmp_path / 'c' / 'index.html').resolve()}" in out
 
 
+def _record(run: Path, rel: str) -> None:
+    """A table rewritten on purpose: its sha256 and size into the manifest."""
+    from horizonbench.tasks.storage import sha256_file
+
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["content_sha256"][rel] = sha256_file(run / rel)
+    manifest["content_bytes"][rel] = (run / rel).stat().st_size
+    (run / "manifest.json").write_text(json.dumps(manifest))
+
+
 def test_compare_page_is_self_contained_and_escaped(nights, tmp_path, capsys):
     hostile = tmp_path / "<b onclick='x'>night&3"
     shutil.copytree(nights[2], hostile)
@@ -221,6 +231,7 @@ def test_compare_page_is_self_contained_and_escaped(nights, tmp_path, capsys):
     models = [HOSTILE if m == "noisy" else m for m in fits.column("model").to_pylist()]
     fits = fits.set_column(fits.schema.get_field_index("model"), "model", pa.array(models, pa.string()))
     pq.write_table(fits, fits_path)
+    _record(hostile, "analysis/fits.parquet")  # else compare refuses it as damaged
     out = tmp_path / "c"
     assert main(["compare", str(nights[0]), str(hostile), "--out", str(out)]) == 0
     html = (out / "index.html").read_text()

@@ -200,8 +200,10 @@ def test_a_command_reading_a_damaged_table_prints_one_line_naming_it_and_exits_2
 
 
 def test_a_damaged_table_a_command_does_not_read_does_not_stop_it(run, tmp_path, capsys):
-    _truncate(run / MAZE_PART)  # compare reads the fits only
+    _truncate(run / MAZE_PART)  # compare reads the fits only, export the puzzles' instances
     assert main(["compare", str(run), "--out", str(tmp_path / "cmp")]) == 0
+    assert main(["export", "--run", str(run), "--dest", str(tmp_path / "exp")]) == 0
+    assert (tmp_path / "exp" / "hanoi" / "train.parquet").exists()
 
 
 # ----------------------------------------------------------------------------- latest
