@@ -390,5 +390,8 @@ def test_the_readmes_median_optimal_lengths_are_what_doc_figures_prints():
         f"README says median L* {found.group(1)} at sc = 20; doc_figures.py horizons prints {at_20}"
     )
     assert "doc_figures.py horizons" in readme
+    # configs/wmc-grid.yaml's comment quotes the same figure
+    comment = (ROOT / "configs" / "wmc-grid.yaml").read_text(encoding="utf-8").replace("\n# ", " ")
+    assert f"median L* is {at_20} at sc = 20" in comment, "configs/wmc-grid.yaml quotes another median L*"
     # the check has teeth: the figure the README quoted before it was re-measured fails
     assert "36-63" != at_20
