@@ -192,9 +192,11 @@ def test_store_hits_take_no_rate_limit_budget(tmp_path: Path) -> None:
     taken: list[float] = []
 
     class CountingLimiter(RateLimiter):
-        def acquire(self, tokens: float = 0.0, cancel: threading.Event | None = None) -> Any:
+        def acquire(
+            self, tokens: float = 0.0, cancel: threading.Event | None = None, variance: float = 0.0
+        ) -> Any:
             taken.append(tokens)
-            return super().acquire(tokens, cancel)
+            return super().acquire(tokens, cancel, variance)
 
     requests = _requests(3)
     limiter = CountingLimiter(None, None)
@@ -215,8 +217,10 @@ def test_retries_pass_the_limiter_and_honour_retry_after(tmp_path: Path) -> None
     admitted: list[float] = []
 
     class Recording(RateLimiter):
-        def acquire(self, tokens: float = 0.0, cancel: threading.Event | None = None) -> Any:
-            got = super().acquire(tokens, cancel)
+        def acquire(
+            self, tokens: float = 0.0, cancel: threading.Event | None = None, variance: float = 0.0
+        ) -> Any:
+            got = super().acquire(tokens, cancel, variance)
             admitted.append(time.monotonic())
             return got
 

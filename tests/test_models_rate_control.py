@@ -96,9 +96,77 @@ def test_tokens_reconcile_frees_budget_at_once() -> None:
     clock = FakeClock()
     limiter = RateLimiter(None, 600.0, window_s=1.0, clock=clock)  # 10 tokens per window
     first = _take(limiter, clock, 8)
+    clock.now += 0.3  # the answer's latency
     assert isinstance(limiter.try_acquire(8), float)  # 16 > 10: must wait
     limiter.reconcile(first, 2)  # it used only 2
     assert isinstance(limiter.try_acquire(8), Reservation)  # 2 + 8 fits now
+
+
+# --- a binding tokens-per-minute limit (issue 23) -------------------------------------------
+
+
+def _share_held(times: list[float], tokens: list[float], window: float) -> float:
+    """The most tokens any ``window``-long interval holds (as a provider counting them sees)."""
+    return max(
+        sum(t for u, t in zip(times, tokens, strict=True) if start <= u < start + window) for start in times
+    )
+
+
+def test_a_token_bound_window_is_paced_not_refilled_in_bursts() -> None:
+    """450k TPM counted per second (7,500 tokens a window), requests of 250 tokens taken
+    as fast as the limiter lets them go: they leave 250/7500 of a window apart, so a
+    window sliding past never frees a burst. The old limiter admitted a window's 30 at
+    one instant and refilled each freed window as the same burst."""
+    clock = FakeClock()
+    limiter = RateLimiter(None, 450_000, window_s=1.0, clock=clock)
+    times = [_take(limiter, clock, 250).at for _ in range(200)]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    step = limiter.span_s * 250 / 7500
+    assert min(gaps) == pytest.approx(step)  # never two at once
+    assert _share_held(times, [250.0] * 200, 1.0) <= 7500  # a provider's window holds its share
+    rate = 250 * (len(times) - 1) / (times[-1] - times[0])
+    assert rate >= 0.97 * 7500  # and the pace is the limit's (less the 1 % guard)
+
+
+def test_token_pacing_makes_up_late_wake_ups() -> None:
+    """A thread wakes a few milliseconds after the slot it waited for (scheduling, the
+    GIL). At 30 requests a window, 3 ms added to every gap would cost 9 % of the limit;
+    the pace follows the schedule, so the long-run rate stays at the limit's."""
+    clock = FakeClock()
+    limiter = RateLimiter(None, 450_000, window_s=1.0, clock=clock)
+    times = []
+    for _ in range(300):
+        for _ in range(100):
+            got = limiter.try_acquire(250)
+            if isinstance(got, Reservation):
+                times.append(got.at)
+                break
+            clock.now += got + 0.003  # every wait ends 3 ms late
+    rate = 250 * (len(times) - 1) / (times[-1] - times[0])
+    assert rate >= 0.97 * 7500
+    assert _share_held(times, [250.0] * len(times), 1.0) <= 7500
+
+
+def test_the_margin_is_pooled_over_the_estimates_in_flight() -> None:
+    """Answers of unknown length: each estimate is a mean (100 tokens) with a standard
+    deviation of 30. The window (1,000 tokens) keeps two deviations of the *sum* free:
+    k requests fit while 100 k + 2 * 30 * sqrt(k) <= 1000, so 8 fit (a margin of 2
+    deviations per request, 160 tokens each, would fit 6); reconciling them to what was
+    counted frees the margin at once."""
+    clock = FakeClock()
+    limiter = RateLimiter(None, 60_000, window_s=1.0, clock=clock)  # 1,000 tokens a window
+    admitted = []
+    while True:
+        got = limiter.try_acquire(100, variance=30.0**2)
+        if not isinstance(got, Reservation):
+            break
+        admitted.append(got)
+        clock.now += 0.001  # no pacing wait counts: 100 tokens take 0.1 of a window
+        clock.now = max(clock.now, got.at + limiter.span_s * 0.1)
+    assert len(admitted) == 8
+    for r in admitted:
+        limiter.reconcile(r, 100)  # exactly as estimated: nothing uncertain is left
+    assert isinstance(limiter.try_acquire(100, variance=30.0**2), Reservation)  # 900 + 100 fits
 
 
 def test_an_oversize_request_waits_for_an_empty_window_then_goes() -> None:

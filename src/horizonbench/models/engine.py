@@ -98,13 +98,23 @@ class Outcome:
 
 class _TokenEstimator:
     """Learns a model's tokens per prompt character and its typical answer length, so
-    reservations track reality instead of reserving ``max_tokens`` for every answer."""
+    reservations track reality instead of reserving ``max_tokens`` for every answer.
+
+    The limiter reserves the *mean* (:meth:`expected_output`) with the variance of the
+    estimate's error (:meth:`variance`) and keeps a margin on the sum of the errors of
+    the calls in flight; :meth:`output_tokens` (mean + 2 deviations) is the cautious
+    figure for one call on its own.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.per_char = 0.25
         self.out_mean: float | None = None
         self.out_dev = 0.0
+        #: mean squared errors of the estimates (prompt; answer), learned from the answers
+        self.in_var = 0.0
+        self.out_var = 0.0
+        self._seen = 0
 
     def input_tokens(self, request: AttemptRequest) -> float:
         return prompt_chars(request) * self.per_char
@@ -114,17 +124,37 @@ class _TokenEstimator:
             return float(request.max_tokens)
         return min(float(request.max_tokens), self.out_mean + 2.0 * self.out_dev + 1.0)
 
+    def expected_output(self, request: AttemptRequest) -> float:
+        """The mean answer length (``max_tokens`` until an answer was seen)."""
+        if self.out_mean is None:
+            return float(request.max_tokens)
+        return min(float(request.max_tokens), self.out_mean)
+
+    def variance(self, *, output: bool = True) -> float:
+        """Variance of the error of ``input_tokens`` (+ ``expected_output`` if ``output``)."""
+        return self.in_var + (self.out_var if output else 0.0)
+
     def observe(self, request: AttemptRequest, completion: Completion) -> None:
         chars = prompt_chars(request)
         with self._lock:
+            # squared errors of the estimates made before this answer; the first answer
+            # seeds a wide variance (half its size as a deviation), then a running mean
+            # that turns exponential (weight 1/20) once twenty answers were seen
+            self._seen += 1
+            weight = max(0.05, 1.0 / self._seen)
+            out = float(completion.output_tokens)
+            in_err = completion.input_tokens - chars * self.per_char if completion.input_tokens > 0 else 0.0
+            out_err = out - self.out_mean if self.out_mean is not None else out / 2.0
+            self.in_var += weight * (in_err**2 - self.in_var)
+            self.out_var += weight * (out_err**2 - self.out_var)
             if chars > 0 and completion.input_tokens > 0:
                 self.per_char += 0.2 * (completion.input_tokens / chars - self.per_char)
-            out = float(completion.output_tokens)
             if self.out_mean is None:
                 self.out_mean = out
             else:
+                # a running mean at first, so one odd first answer is not trusted for long
                 self.out_dev += 0.1 * (abs(out - self.out_mean) - self.out_dev)
-                self.out_mean += 0.1 * (out - self.out_mean)
+                self.out_mean += max(0.1, 1.0 / self._seen) * (out - self.out_mean)
 
 
 class ModelRunner:
@@ -241,9 +271,12 @@ class ModelRunner:
             if not self.gate.enter(self.cancel):
                 return self._failed(request, key, f.INTERRUPTED, "interrupted before an answer", tries, start)
             in_tokens = self.tokens.input_tokens(request)
+            # the mean answer, with the estimate's variance: the limiter's margin is pooled
+            # over the calls in flight (models/rate_limit.py), not added to each
             out_tokens = (
-                float(request.max_tokens) if self.tpm_requested else self.tokens.output_tokens(request)
+                float(request.max_tokens) if self.tpm_requested else self.tokens.expected_output(request)
             )
+            variance = self.tokens.variance(output=not self.tpm_requested)
             cost_estimate = (
                 self.price.cost(int(in_tokens), int(self.tokens.output_tokens(request)))
                 if self.price
@@ -257,7 +290,9 @@ class ModelRunner:
             answered = throttled = False
             try:
                 reservation = (
-                    self.limiter.acquire(in_tokens + out_tokens, self.cancel) if self.limiter else None
+                    self.limiter.acquire(in_tokens + out_tokens, self.cancel, variance)
+                    if self.limiter
+                    else None
                 )
                 if self.limiter is not None and reservation is None:
                     self._settle(cost_estimate, 0.0)
