@@ -266,8 +266,12 @@ def test_damage_a_stage_cannot_repair_alone_makes_an_ordinary_rerun(run):
     from horizonbench.schemas.config import parse_config
 
     config = parse_config(_config()).model_dump(mode="json")
+    _truncate(run / MAZE_PART)
+    assert [d.path for d in verify.repair_plan(run, config) or []] == [MAZE_PART]
+    # the same damage, but `generate` into the folder of a `run`: not the run it repairs
+    assert verify.repair_plan(run, config, ("generate",), "generate") is None
     (run / SCORES).unlink()
-    assert [d.path for d in verify.repair_plan(run, config) or []] == [SCORES]
+    assert [d.path for d in verify.repair_plan(run, config) or []] == [MAZE_PART, SCORES]
     (run / FITS).unlink()  # the analysis is rebuilt by every stage after the scores
     assert verify.repair_plan(run, config) is None
     shutil.rmtree(run / "analysis")

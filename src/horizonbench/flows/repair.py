@@ -40,7 +40,7 @@ def repair(cfg: Config, run: Path, command: str, stages: Sequence[str] = REPAIRA
     ``None`` when the caller must run every stage (nothing was repaired then, and the
     damaged outputs are marked ``damaged`` in the state until the ordinary rerun's
     ``begin`` marks everything stale)."""
-    damage = repair_plan(run, cfg.model_dump(mode="json"), stages)
+    damage = repair_plan(run, cfg.model_dump(mode="json"), stages, command)
     if damage is None:
         return None
     logger = get_run_logger()

@@ -232,13 +232,14 @@ REPAIRABLE = ("generate", "score")
 
 
 def repair_plan(
-    run: Path, config: Mapping[str, Any], stages: Sequence[str] = REPAIRABLE
+    run: Path, config: Mapping[str, Any], stages: Sequence[str] = REPAIRABLE, command: str = "run"
 ) -> list[Damage] | None:
     """The damaged files a rerun of ``config`` (its JSON dump) repairs by rerunning only
     their stages, or ``None`` when the rerun is an ordinary one (every stage).
 
-    Only a run that completed, with no problems and every output current, under the same
-    output config, whose damage lies in outputs of ``stages`` alone: then the rest of
+    Only a run of the same ``command`` (a ``run`` after a ``generate`` has stages to
+    add, not to repair) that completed, with no problems and every output current,
+    under the same output config, whose damage lies in outputs of ``stages`` alone: then the rest of
     the folder is known good (every file at its recorded sha256: this reads every
     output once, which a rerun that recomputes can afford), and the stages are deterministic, so the
     repaired files must come back byte-identical (:func:`restore` checks it)."""
@@ -249,6 +250,8 @@ def repair_plan(
     except ConfigError:  # an unreadable state: the ordinary rerun says why
         return None
     if not state or state.get("status") != "completed" or state.get("problems"):
+        return None
+    if state.get("command") not in (command, f"{command} (repair)"):
         return None
     if state.get("config") != output_config(dict(config)):
         return None
