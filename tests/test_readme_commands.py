@@ -250,6 +250,21 @@ def docs() -> list[tuple[str, str]]:
     return [(str(p.relative_to(ROOT)), p.read_text(encoding="utf-8")) for p in DOCS]
 
 
+def comment_text(yaml_text: str) -> str:
+    """A config's comments as prose (the ``#`` taken off), so the commands they quote in
+    backticks, split over comment lines or not, read as inline spans."""
+    return "\n".join(
+        line.strip()[1:].strip() for line in yaml_text.splitlines() if line.strip().startswith("#")
+    )
+
+
+def config_comments() -> list[tuple[str, str]]:
+    return [
+        (str(p.relative_to(ROOT)), comment_text(p.read_text(encoding="utf-8")))
+        for p in sorted((ROOT / "configs").glob("*.yaml"))
+    ]
+
+
 # --------------------------------------------------------------------------- the docs
 
 
@@ -266,6 +281,20 @@ def test_every_horizonbench_command_the_docs_show_parses():
         if error:
             problems.append(f"{command.where}: `{command.text}`: {error}")
     assert not problems, "\n".join(problems)
+
+
+def test_every_horizonbench_command_a_config_comment_quotes_parses():
+    parser = strict_parser()
+    shown = [c for name, text in config_comments() for c in shown_commands(text, name)]
+    assert len(shown) >= 2, shown  # wmc-grid-api.yaml and wmc-fine-api.yaml quote their dry runs
+    problems = [f"{c.where}: `{c.text}`: {e}" for c in shown if (e := command_error(parser, c))]
+    assert not problems, "\n".join(problems)
+    assert not [
+        name
+        for _, text in config_comments()
+        for name in CONFIG_PATH.findall(text)
+        if not (ROOT / name).is_file()
+    ]
 
 
 def test_every_script_command_the_docs_show_names_a_script_and_its_flags():
