@@ -34,8 +34,10 @@ CONFIG_DIRS = (ROOT / "configs", ROOT / "src" / "horizonbench" / "configs")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 CONFIGS = sorted(p for d in CONFIG_DIRS for p in d.iterdir() if p.suffix in CONFIG_SUFFIXES)
 
-#: the smoke scale; every config finishes in seconds at it (measured with --durations)
-SCALE = 0.01
+#: the smoke scale: the fewest instances that still run every path (recurrreason: 97
+#: puzzles of all four families; a maze label: one bin; a world study: the corners of
+#: its grid); seconds per config (pytest --durations, in the module docstring)
+SCALE = 0.005
 DUMMY_KEY = "sk-smoke-NOT-SECRET-31c7"
 
 
@@ -83,13 +85,31 @@ def test_every_file_in_the_config_folders_is_a_config():
     assert len(CONFIGS) >= 10
 
 
+def test_a_config_whose_full_run_cannot_finish_fails_its_smoke_run(tmp_path, capsys):
+    """Merged bins fill where narrow ones might not: the smoke run checks the full
+    config's requests first. configs/recurrreason.yaml as it was before issue 23 (100
+    Blocks World puzzles asked at n = 1, which has 6) fails here, before anything runs."""
+    data = _load(ROOT / "configs" / "recurrreason.yaml")
+    data["families"]["blocks_world"]["sampling"]["bins"].pop("quotas")
+    old = tmp_path / "recurrreason-before.yaml"
+    old.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", "--config", str(old), "--out", str(out), "--scale", str(SCALE)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{old}: families.blocks_world.sampling.bins:" in err, err
+    assert "(n = 1: 6 of 100)" in err and not out.exists()
+
+
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
 def test_shipped_config_runs_at_smoke_scale(path, tmp_path, prefect_server, fake_server, monkeypatch, capsys):
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)
     config, api_models = _local_copy(path, fake_server, tmp_path, monkeypatch)
     out = tmp_path / "run"
     before = len(fake_server.requests)
-    code = main(["run", "--config", str(config), "--out", str(out), "--scale", str(SCALE), "--no-progress"])
+    # one Dask worker: the tests run on a shared machine; the worker count never changes
+    # the outputs (tests/test_determinism.py)
+    argv = ["run", "--config", str(config), "--out", str(out), "--scale", str(SCALE), "--workers", "1"]
+    code = main([*argv, "--no-progress"])
     err = capsys.readouterr().err
     assert code == 0, err[-3000:]
 

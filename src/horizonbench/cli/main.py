@@ -239,7 +239,7 @@ def _load(args: argparse.Namespace) -> Any:
     if args.scale is not None:
         from horizonbench.schemas.scale import scale_config
 
-        cfg = scale_config(cfg, args.scale)
+        cfg = scale_config(cfg, args.scale, config_source=getattr(args, "config", None) or "demo config")
     return cfg
 
 

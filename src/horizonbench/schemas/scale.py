@@ -21,6 +21,11 @@ budget and Dask setting) and shrinks only how much of it there is:
 
 Every count is at least 1. F = 1 returns the config unchanged. The scaled config is
 what the run records in its manifest, so a smoke run's folder says what it ran.
+
+Merged bins fill where narrow ones might not, so a smoke run alone would pass a config
+whose full run ends short (a puzzle size asked for more puzzles than it has). The full
+config's requests are therefore checked first (``check_requests``: what a family can
+prove impossible is refused, one line, exit 2), and the smoke run fails with it.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import math
 from typing import Any
 
 from horizonbench.core.errors import ConfigError
-from horizonbench.schemas.config import Config, parse_config
+from horizonbench.schemas.config import Config, check_requests, parse_config
 
 #: the fewest bootstrap replicates a scaled analysis keeps (unless the config asked fewer)
 MIN_BOOTSTRAP = 10
@@ -94,14 +99,19 @@ def _scaled_sampling(label: str, family: dict[str, Any], factor: float) -> dict[
     return sampling
 
 
-def scale_config(cfg: Config, factor: float, source: str = "--scale") -> Config:
+def scale_config(
+    cfg: Config, factor: float, source: str = "--scale", config_source: str = "config"
+) -> Config:
     """``cfg`` at ``factor`` (0 < factor <= 1) of its scale: see the module docstring.
 
-    Raises ConfigError (one line, naming ``source``) for a factor outside (0, 1]."""
+    Raises ConfigError (one line) for a factor outside (0, 1] (naming ``source``), and
+    for a config whose full-scale requests a family can prove impossible (naming
+    ``config_source``, the config file)."""
     if not 0 < factor <= 1:
         raise ConfigError(f"{source}: {factor} is not a fraction of the config's scale (0 < F <= 1)")
     if factor == 1:
         return cfg
+    check_requests(cfg, config_source)
     raw = cfg.model_dump(mode="json")
     for label, family in raw["families"].items():
         family["sampling"] = _scaled_sampling(label, family, factor)
