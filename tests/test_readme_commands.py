@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from horizonbench.cli.main import _parser
 from horizonbench.schemas.config import load_config
@@ -424,3 +426,39 @@ def test_the_readmes_median_optimal_lengths_are_what_doc_figures_prints():
     assert f"median L* is {at_20} at sc = 20" in comment, "configs/wmc-grid.yaml quotes another median L*"
     # the check has teeth: the figure the README quoted before it was re-measured fails
     assert "36-63" != at_20
+
+
+# ------------------------------------------------- the checker, over every CLI option
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_any_synopsis_of_real_options_parses_and_any_other_flag_is_refused(data):
+    """Property: a synopsis built from a subcommand's own options (each optional, choices
+    as ``a|b|c``, values as placeholders of the right type) is accepted, and adding a flag
+    the subcommand does not have is refused, whatever else the line holds."""
+    parser = strict_parser()
+    subparsers = _subparsers(parser)
+    name = data.draw(st.sampled_from(sorted(subparsers)))
+    sub = subparsers[name]
+    options = [a for a in sub._actions if a.option_strings and "--help" not in a.option_strings]
+    chosen = data.draw(st.lists(st.sampled_from(options), unique_by=id)) if options else []
+    parts = ["horizonbench", name]
+    for action in chosen:
+        flag = action.option_strings[-1]
+        if action.nargs == 0:
+            parts.append(f"[{flag}]")
+        elif action.choices:
+            parts.append(f"[{flag} {'|'.join(map(str, action.choices))}]")
+        else:
+            parts.append(f"[{flag} {'1' if action.type in (int, float) else 'X'}]")
+    line = " ".join(parts)
+    assert command_error(parser, Shown(line, "synopsis", block=False)) is None, line
+    bogus = data.draw(
+        st.from_regex(r"--[a-z][a-z-]{1,14}", fullmatch=True).filter(
+            lambda f: f not in sub._option_string_actions
+        )
+    )
+    position = data.draw(st.integers(2, len(parts)))
+    broken = " ".join([*parts[:position], bogus, *parts[position:]])
+    assert command_error(parser, Shown(broken, "synopsis", block=False)) is not None, broken
