@@ -183,3 +183,38 @@ def test_bootstrap_interval_is_at_the_2_5_and_97_5_percentiles_of_the_rates() ->
     low, high, note = _interval_from_rates(np.concatenate([rates, [np.nan] * 7]), 0.95)
     assert low == pytest.approx(1 / 3.9) and high == pytest.approx(1 / 0.1)
     assert note == "bootstrap: 7 of 4008 resamples were degenerate"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    start=st.integers(min_value=1, max_value=40),
+    step=st.integers(min_value=1, max_value=10),
+    levels=st.integers(min_value=2, max_value=12),
+    per_level=st.integers(min_value=2, max_value=30),
+    mirrored=st.lists(st.integers(min_value=0, max_value=11), min_size=1, max_size=6),
+)
+def test_failures_spread_evenly_over_l_are_no_decay_not_a_huge_l0(
+    start: int, step: int, levels: int, per_level: int, mirrored: list[int]
+) -> None:
+    """Failures placed in mirrored pairs around the middle of an even grid of L leave
+    success flat in L: the MLE rate is 0 and L0 is inf. The optimiser alone stopped at a
+    rate of rounding size there (L0 = 2.6e9; a bootstrap upper limit of 198366769.5 in
+    a comparison, stretching its figure's axis to 2e8)."""
+    lengths = start + step * np.arange(levels)
+    L = np.repeat(lengths, per_level).astype(float)
+    success = np.ones(L.size)
+    fails = np.zeros(levels, dtype=int)
+    for i in mirrored:
+        i %= levels
+        fails[i] += 1
+        fails[levels - 1 - i] += 1
+    fails = np.minimum(fails, per_level - 1)
+    fails = np.minimum(fails, fails[::-1])  # still mirrored after the cap
+    for level, n in enumerate(fails):
+        success[level * per_level : level * per_level + n] = 0.0
+    if success.all():
+        return
+    fit = fit_binomial_mle(L, success, bootstrap=0)
+    assert fit.L0 == math.inf, fit
+    assert fit.A == pytest.approx(success.mean())
+    assert "does not decay" in (fit.note or "")

@@ -5,6 +5,7 @@ tests/test_interrupts.py and the config-error cases in tests/test_config_strict.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import shutil
@@ -240,3 +241,22 @@ def test_the_horizons_artifact_names_each_eps_row_by_puzzle_mode_and_model(tmp_p
         "checkers / plan / oracle",
     ]
     assert [r["value"] for r in eps] == [0.0, 0.002, 0.001]
+
+
+def test_the_compare_trend_axis_reaches_the_l0s_not_a_far_upper_end():
+    """An upper end far beyond every L0 (here the 198366769.5 a comparison once showed)
+    runs to the edge like an unbounded one; the axis stays on the L0s and lower ends."""
+    import pandas as pd
+
+    from horizonbench.reports.compare_plots import _top
+
+    rows = pd.DataFrame(
+        {
+            "L0": [50.0, 60.0, math.inf],
+            "L0_low": [30.0, 40.0, 45.0],
+            "L0_high": [90.0, 198366769.5, math.inf],
+        }
+    )
+    assert 1.15 * 90.0 <= _top(rows) <= 1.15 * 3 * 60.0
+    # every finite end within reach is still on the axis
+    assert _top(rows.assign(L0_high=[90.0, 150.0, math.inf])) == pytest.approx(1.15 * 150.0)

@@ -40,6 +40,9 @@ _RESID_FLOOR_REL = 1e-2
 _RESID_FLOOR_ABS = 1e-9
 #: a fitted rate below this (per unit of scaled L) is indistinguishable from no decay
 _RATE_ZERO = 1e-9
+#: how far below 0 (per attempt) the slope in k at k = 0 may be and still count as 0:
+#: far above float rounding (1e-16 per term), far below one success moved by one L step
+_KKT_TOLERANCE = 1e-9
 
 #: the success definitions a fit can use: name -> (scores column, what it means)
 SUCCESS_DEFINITIONS: dict[str, tuple[str, str]] = {
@@ -211,6 +214,13 @@ def _mle_point(c: _Counts, scale: float) -> tuple[float, float, bool, str | None
 
     xs = c.L / scale
     rate = total_s / total_t
+    # k = 0 is the optimum (the likelihood is convex) when, with A at the overall rate,
+    # the slope in k does not point down: the successes sit no shallower than the
+    # attempts. Said here rather than left to the optimiser, which stops near the bound
+    # at a rate of rounding size (3e-10 per step: L0 = 2.6e9, or a bootstrap upper limit
+    # of 198366769.5 instead of inf) when failures are spread evenly over L.
+    if float(np.sum((c.successes - c.trials * rate) * xs)) >= -_KKT_TOLERANCE * total_t:
+        return 0.0, rate, True, None
     start = np.array([0.0, max(-math.log(rate) / max(float(np.mean(xs)), 1e-6), 1e-3)])
     res = optimize.minimize(
         _neg_loglik,

@@ -19,17 +19,31 @@ from horizonbench.reports.plots import _colours, _figure, _placeholder, _to_svg
 _MOVED_COLOUR = "#c62828"
 
 
+#: how far above the largest finite L0 (or lower end) the axis reaches for upper ends
+_HIGH_REACH = 3.0
+
+
 def _top(rows: pd.DataFrame) -> float:
-    values = rows[["L0", "L0_low", "L0_high"]].to_numpy(dtype=float).ravel()
-    finite = values[np.isfinite(values)]
+    """The y axis's top: the finite L0s and lower ends, and the finite upper ends up to
+    ``_HIGH_REACH`` times those. An upper end beyond (a nearly flat success curve gives
+    one of thousands) runs to the edge like an unbounded one, instead of squeezing every
+    L0 into the bottom of an axis that reaches it."""
+    core = rows[["L0", "L0_low"]].to_numpy(dtype=float).ravel()
+    core = core[np.isfinite(core)]
+    high = rows["L0_high"].to_numpy(dtype=float)
+    high = high[np.isfinite(high)]
+    if core.size and core.max() > 0:
+        high = high[high <= _HIGH_REACH * core.max()]
+    finite = np.concatenate([core, high])
     return 1.15 * float(finite.max()) if finite.size and finite.max() > 0 else 1.0
 
 
 def l0_trend_svg(rows: pd.DataFrame, runs: Sequence[str], name: str) -> str:
     """L0 with its interval per model (one colour each) over ``runs`` (the x axis, in
     series order), from the comparison table's rows of one setting and method. An
-    infinite L0 or interval end is drawn at the top edge (a triangle); a run whose L0
-    moved (the comparison's ``moved`` flag) is ringed in red."""
+    infinite L0 or interval end is drawn at the top edge (a triangle), as is an upper
+    end far beyond every L0 (``_top``); a run whose L0 moved (the comparison's
+    ``moved`` flag) is ringed in red."""
     if rows.empty or not runs:
         return _placeholder(name, "no L0 to draw")
     models = sorted(str(m) for m in rows["model"].unique())
