@@ -160,3 +160,53 @@ _ROOT = Path(__file__).resolve().parents[1]
 )
 def test_shipped_configs_ask_for_nothing_impossible(path):
     check_requests(load_config(path))
+
+
+def test_an_unknown_family_is_named_before_its_missing_sections():
+    data = {"run": {"name": "x", "seed": 1}, "families": {"mazee": {"params": {"grid_rows": 5}}}}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, source="c.yaml")
+    assert str(err.value).startswith("c.yaml: families.mazee: unknown family 'mazee' (known: "), err.value
+    assert "sampling" not in str(err.value)
+
+
+def test_a_fields_own_check_names_the_field_once():
+    data = {
+        "run": {"name": "x", "seed": 1},
+        "families": {"hanoi": {"params": {"ns": [0, 3]}, "sampling": {"count": 4}}},
+    }
+    with pytest.raises(ConfigError) as err:
+        parse_config(data, source="c.yaml")
+    assert str(err.value) == "c.yaml: families.hanoi.params.ns: size 0 is outside 1..10"
+
+
+def test_a_yaml_error_is_one_line_with_its_line_and_column(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(
+        "run: {name: x, seed: 1}\nfamilies:\n  maze:\n    params: {grid_rows: 5\n    sampling: [count: 4\n"
+    )
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == (
+        f"{path}: not valid YAML at line 5, column 13: expected ',' or '}}', but got ':' "
+        "(while parsing a flow mapping at line 4, column 13)"
+    )
+    path = tmp_path / "c.json"
+    path.write_text('{"run": 1,\n "families": }')
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path}: not valid JSON at line 2, column 14: Expecting value"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab:- \n\t{}[],'\"&*!%@`|>#?")), max_size=60))
+def test_any_unparsable_config_is_one_line_naming_the_file(tmp_path_factory, text):
+    path = tmp_path_factory.mktemp("yaml") / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    try:
+        load_config(path)
+    except ConfigError as err:
+        message = str(err)
+        assert "\n" not in message and message.startswith(f"{path}: "), message
+        if "not valid YAML" in message:
+            assert "<unicode string>" not in message and "^" not in message, message

@@ -577,8 +577,10 @@ def _format_error(err: ValidationError) -> str:
     # a section's own check names the field first ("sc: must be in 3..60"): put it in the path
     field = re.match(r"([a-z_][a-z0-9_.]*): (.*)", msg, re.S)
     if field and first["type"] == "value_error":
-        path = field.group(1)
-        where, msg = (path if not first["loc"] else f"{where}.{path}"), field.group(2)
+        loc, path = [str(p) for p in first["loc"]], field.group(1).split(".")
+        if loc and path[0] == loc[-1]:  # a field's own validator names itself: said once
+            path = path[1:]
+        where, msg = ".".join(loc + path), field.group(2)
     more = len(err.errors()) - 1
     tail = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
     return f"{where}: {msg}{tail}"
@@ -622,6 +624,12 @@ def parse_config(data: Any, source: str = "config") -> Config:
 
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
+    families = data.get("families")
+    for fam_name in families if isinstance(families, dict) else ():
+        try:  # first: an unknown family's missing sections are not the problem
+            get_family(str(fam_name))
+        except KeyError as err:
+            raise ConfigError(f"{source}: families.{fam_name}: {err.args[0]}") from None
     try:
         cfg = Config.model_validate(data, strict=True)
     except ValidationError as err:
@@ -676,5 +684,21 @@ def load_config(path: str | Path) -> Config:
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise ConfigError(f"{p}: not valid {'JSON' if p.suffix == '.json' else 'YAML'}: {err}") from None
+        raise ConfigError(f"{p}: {syntax_error(err)}") from None
     return parse_config(data, source=str(p))
+
+
+def syntax_error(err: json.JSONDecodeError | yaml.YAMLError) -> str:
+    """A parser's error as one line: ``not valid YAML at line 5, column 13: problem``
+    (1-based, as editors count). PyYAML's own text is eight lines: the source shown
+    twice, with carets, under ``<unicode string>``."""
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON at line {err.lineno}, column {err.colno}: {err.msg}"
+    mark = getattr(err, "problem_mark", None)
+    problem = " ".join(str(getattr(err, "problem", None) or err).split())
+    context = getattr(err, "context", None)
+    context_mark = getattr(err, "context_mark", None)
+    if context and context_mark is not None:
+        problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return f"not valid YAML{where}: {problem}"
