@@ -265,6 +265,8 @@ def test_when_no_model_answers_the_run_names_them_and_exits_3_without_tracebacks
         proc = _run(cfg, tmp_path / "run", _env(tmp_path, prefect_server))
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr and "ValidationFailed" not in proc.stderr
+    # Prefect logs the failed task run with exc_info outside an except block
+    assert "NoneType: None" not in proc.stderr, proc.stderr[-3000:]
     assert "model 'compat' has no answers" in proc.stderr and "HTTP 401" in proc.stderr
     assert (
         proc.stderr.strip().splitlines()[-1].startswith("horizonbench: error: 3 of 3 attempts have no answer")

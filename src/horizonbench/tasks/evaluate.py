@@ -13,6 +13,7 @@ model did.
 from __future__ import annotations
 
 import contextvars
+import logging
 import sqlite3
 import threading
 import time
@@ -390,8 +391,29 @@ def evaluate_model(share: ModelShare) -> State:
     message = state_message(counts)
     if model_is_broken(counts):
         # no data: Prefect logs a failed state's repr, and the counts would fill the line
+        _no_stray_traceback()
         return Failed(message=message)
     return Completed(message=message, data=counts)
+
+
+class _NoExceptionNoTraceback(logging.Filter):
+    """Drops the traceback request of a record logged with no exception being handled.
+
+    Prefect logs a task that *returned* a Failed state with ``exc_info=True``, outside
+    any ``except`` block: the formatter then prints ``NoneType: None`` under the line (in
+    the terminal and in the UI's log). A failed model's task run does exactly that."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.exc_info, tuple) and record.exc_info[0] is None:
+            record.exc_info = None
+        return True
+
+
+def _no_stray_traceback() -> None:
+    """Install the filter on Prefect's task-run logger, once per process."""
+    logger = logging.getLogger("prefect.task_runs")
+    if not any(isinstance(f, _NoExceptionNoTraceback) for f in logger.filters):
+        logger.addFilter(_NoExceptionNoTraceback())
 
 
 def _in_prefect_run() -> bool:
