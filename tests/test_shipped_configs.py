@@ -3,7 +3,7 @@
 A config that validates can still fail to finish: RecurrReason's asked Blocks World for
 100 puzzles at n = 1, where there are 6, and its run ended with exit code 4 unnoticed.
 So each file in configs/ and src/horizonbench/configs/ (globbed: a new config is picked
-up by itself) runs through the installed command line, every stage, at a fraction of
+up by itself) runs through the command line (its main()), every stage, at a fraction of
 its scale: the same families, sweep settings, modes, models, environments and agents.
 
 Every config runs end to end; none needed the fallback of a dry run plus a sampled
