@@ -85,3 +85,13 @@ def test_the_command_line_refuses_it_in_one_line_and_writes_nothing(tmp_path, ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "n = 1: 6 of 7" in err, err
     assert not out.exists()
+
+
+def test_a_short_bin_with_its_own_quota_says_so():
+    from horizonbench.flows.pipeline import short_bins
+
+    cfg = parse_config(_blocks({"min": 1, "max": 4, "per_bin": 4, "quotas": {1: 2}}))
+    stats = [{"family": "blocks_world", "unfilled_bins": {2: 3}, "candidates_considered": 9}]
+    assert short_bins(cfg, stats) == [
+        "blocks_world: 1 of 3 L bins short of their quotas (2-2: 3) after 9 candidates"
+    ]
