@@ -256,6 +256,7 @@ class FakeModelServer:
         self._status_counts: dict[int, int] = {}
         self._chaos_counts: dict[str, int] = {}
         self._answer_times: list[tuple[float, int]] = []
+        self._billed: list[tuple[str, int, int]] = []
         self._answers_per_prompt: dict[str, int] = {}
         self._in_flight = 0
         self._in_flight_max = 0
@@ -338,6 +339,20 @@ class FakeModelServer:
         """(monotonic admission time, tokens counted as by ``tpm_counts``) per answer."""
         with self._lock:
             return list(self._answer_times)
+
+    @property
+    def billed(self) -> list[tuple[str, int, int]]:
+        """(model asked for, input tokens, output tokens) of every 200 chat reply that
+        reported usage, answers and ``empty_choices`` replies alike: what a provider bills."""
+        with self._lock:
+            return list(self._billed)
+
+    def billed_usd(self, input_per_mtok: float, output_per_mtok: float, model: str | None = None) -> float:
+        """What :attr:`billed` costs at these prices (one ``model``'s calls, or all)."""
+        return (
+            sum(i * input_per_mtok + o * output_per_mtok for m, i, o in self.billed if model in (None, m))
+            / 1e6
+        )
 
     def answers_per_prompt(self) -> dict[str, int]:
         """``request_fingerprint`` -> times answered with 200 (sync answers + batch lines)."""
@@ -906,6 +921,8 @@ class FakeModelServer:
                 else:
                     reply = server._openai_reply(body, answer, empty)
                 payload = _dumps(reply)
+                with server._lock:  # billed before the bytes go out, like an answer
+                    server._billed.append((str(body.get("model")), answer.input_tokens, answer.output_tokens))
                 if not empty:
                     # counted before the bytes go out, so a client that has its answer sees it
                     server._count_answer(request_fingerprint(body, headers), admitted_at, tokens)

@@ -102,14 +102,15 @@ class AnthropicModel:
 
     def to_completion(self, response: Any, latency: float, *, batch: bool = False) -> Completion:
         content = getattr(response, "content", None)
-        if content is None:
-            raise f.CallFailure(f.MALFORMED, "the response has no content")
-        text = "".join(
-            getattr(block, "text", "") or "" for block in content if getattr(block, "type", None) == "text"
-        )
         usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "input_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "output_tokens", 0) or 0)
+        if content is None:
+            billed = self._price.cost(input_tokens, output_tokens, batch=batch)
+            raise f.CallFailure(f.MALFORMED, "the response has no content", cost_usd=billed)
+        text = "".join(
+            getattr(block, "text", "") or "" for block in content if getattr(block, "type", None) == "text"
+        )
         return Completion(
             text=clean_text(text),
             finish_reason=clean_text(map_stop_reason(getattr(response, "stop_reason", None))),

@@ -46,6 +46,33 @@ _ADDED_COLUMNS = {
     "via_batch": "INTEGER NOT NULL DEFAULT 0",
 }
 
+#: the spend ledger: one row per call a provider billed (an answer, stored or not, and a
+#: 200 without a usable answer that still reported usage), committed as the call settles,
+#: so a crash loses at most the calls in flight. Budgets are caps on its sums per run_tag
+#: (a run folder); ``model`` is the config's model name (NULL for spend carried over from
+#: a store made before the ledger, which counts toward the total cap only).
+_SPEND = """
+CREATE TABLE IF NOT EXISTS spend (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_tag     TEXT,
+    model       TEXT,
+    attempt_key TEXT,
+    cost_usd    REAL NOT NULL,
+    via_batch   INTEGER NOT NULL DEFAULT 0,
+    created_at  TEXT NOT NULL
+)
+"""
+
+#: the caps each run folder last ran with, so ``status`` can say what is left
+_CAPS = """
+CREATE TABLE IF NOT EXISTS budget_caps (
+    run_tag TEXT NOT NULL,
+    model   TEXT NOT NULL,
+    cap_usd REAL,
+    PRIMARY KEY (run_tag, model)
+)
+"""
+
 _BATCHES = """
 CREATE TABLE IF NOT EXISTS batches (
     batch_id     TEXT PRIMARY KEY,
@@ -109,6 +136,36 @@ def attempt_key(
     return hashlib.sha256(canonical_json(payload).encode()).hexdigest()
 
 
+def read_spend(path: str | Path, run_tag: str) -> tuple[dict[str | None, float], dict[str, float | None]]:
+    """(paid per model, caps of the last run: ``""`` the total) of run folder ``run_tag``,
+    read only: ``status`` must not write into a store a run may be writing. Empty when
+    the store or its ledger does not exist yet."""
+    if not Path(path).exists():
+        return {}, {}
+    conn = sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "spend" not in tables:
+            return {}, {}
+        spent = {
+            model: float(total)
+            for model, total in conn.execute(
+                "SELECT model, SUM(cost_usd) FROM spend WHERE run_tag IS ? GROUP BY model", (run_tag,)
+            )
+        }
+        caps: dict[str, float | None] = {}
+        if "budget_caps" in tables:
+            caps = {
+                str(model): (None if cap is None else float(cap))
+                for model, cap in conn.execute(
+                    "SELECT model, cap_usd FROM budget_caps WHERE run_tag = ?", (run_tag,)
+                )
+            }
+        return spent, caps
+    finally:
+        conn.close()
+
+
 class AttemptStore:
     """SQLite-backed map ``attempt_key -> Completion`` for successful calls only.
 
@@ -140,6 +197,24 @@ class AttemptStore:
             for name, decl in _ADDED_COLUMNS.items():
                 if name not in have:
                     self._conn.execute(f"ALTER TABLE attempts ADD COLUMN {name} {decl}")
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                had_ledger = self._conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'spend'"
+                ).fetchone()
+                self._conn.execute(_SPEND)
+                self._conn.execute(_CAPS)
+                if not had_ledger:
+                    # a store from before the ledger: what its answers cost was paid
+                    self._conn.execute(
+                        "INSERT INTO spend (run_tag, model, attempt_key, cost_usd, via_batch, created_at)"
+                        " SELECT run_tag, NULL, attempt_key, cost_usd, via_batch, created_at"
+                        " FROM attempts WHERE cost_usd > 0"
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -173,34 +248,120 @@ class AttemptStore:
         )
 
     def put(
-        self, key: str, completion: Completion, run_tag: str | None = None, *, via_batch: bool = False
+        self,
+        key: str,
+        completion: Completion,
+        run_tag: str | None = None,
+        *,
+        via_batch: bool = False,
+        model: str | None = None,
     ) -> None:
-        """Store and commit at once (autocommit), so a crash loses at most the call in flight.
+        """Store and commit at once, so a crash loses at most the call in flight.
 
-        Text is cleaned first (lone surrogates cannot be encoded), so no provider string
-        can make this raise.
+        With ``model`` (the config's name of the model that paid), the answer's cost goes
+        into the spend ledger in the same transaction, also when the key was stored
+        already (two runs racing on one key both paid). Text is cleaned first (lone
+        surrogates cannot be encoded), so no provider string can make this raise.
         """
         created_at = datetime.now(UTC).isoformat(timespec="seconds")
         with self._lock:
-            self._connection().execute(
-                "INSERT OR IGNORE INTO attempts (attempt_key, text, finish_reason, input_tokens,"
-                " output_tokens, latency_s, cost_usd, created_at, served_model, system_fingerprint,"
-                " run_tag, via_batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    key,
-                    clean_text(completion.text),
-                    clean_text(completion.finish_reason),
-                    int(completion.input_tokens),
-                    int(completion.output_tokens),
-                    float(completion.latency_s),
-                    float(completion.cost_usd),
-                    created_at,
-                    clean_text(completion.served_model) if completion.served_model else None,
-                    clean_text(completion.system_fingerprint) if completion.system_fingerprint else None,
-                    run_tag,
-                    int(via_batch),
-                ),
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._insert(conn, key, completion, run_tag, via_batch, created_at)
+                if model is not None:
+                    self._spend(conn, run_tag, model, key, completion.cost_usd, via_batch, created_at)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection,
+        key: str,
+        completion: Completion,
+        run_tag: str | None,
+        via_batch: bool,
+        created_at: str,
+    ) -> None:
+        conn.execute(
+            "INSERT OR IGNORE INTO attempts (attempt_key, text, finish_reason, input_tokens,"
+            " output_tokens, latency_s, cost_usd, created_at, served_model, system_fingerprint,"
+            " run_tag, via_batch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                key,
+                clean_text(completion.text),
+                clean_text(completion.finish_reason),
+                int(completion.input_tokens),
+                int(completion.output_tokens),
+                float(completion.latency_s),
+                float(completion.cost_usd),
+                created_at,
+                clean_text(completion.served_model) if completion.served_model else None,
+                clean_text(completion.system_fingerprint) if completion.system_fingerprint else None,
+                run_tag,
+                int(via_batch),
+            ),
+        )
+
+    @staticmethod
+    def _spend(
+        conn: sqlite3.Connection,
+        run_tag: str | None,
+        model: str,
+        key: str | None,
+        cost_usd: float,
+        via_batch: bool,
+        created_at: str,
+    ) -> None:
+        conn.execute(
+            "INSERT INTO spend (run_tag, model, attempt_key, cost_usd, via_batch, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            (run_tag, model, key, float(cost_usd), int(via_batch), created_at),
+        )
+
+    # --- the spend ledger: what a run folder has paid -----------------------------------
+
+    def add_spend(
+        self, model: str, cost_usd: float, run_tag: str | None = None, key: str | None = None
+    ) -> None:
+        """Book a billed call that left no answer to store (a 200 without a usable body
+        that reported usage); committed at once."""
+        created_at = datetime.now(UTC).isoformat(timespec="seconds")
+        with self._lock:
+            self._spend(self._connection(), run_tag, model, key, cost_usd, False, created_at)
+
+    def spent(self, run_tag: str | None) -> dict[str | None, float]:
+        """What the run folder ``run_tag`` has paid, per model (None: spend carried over
+        from a store made before the ledger, whose model is not known)."""
+        with self._lock:
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT model, SUM(cost_usd) FROM spend WHERE run_tag IS ? GROUP BY model",
+                    (run_tag,),
+                )
+                .fetchall()
             )
+        return {model: float(total) for model, total in rows}
+
+    def set_caps(self, run_tag: str | None, caps: Mapping[str, float | None]) -> None:
+        """Record the caps a run of ``run_tag`` runs with (``""``: the total), replacing
+        the last run's, so ``status`` can say what is left without the config."""
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("DELETE FROM budget_caps WHERE run_tag = ?", (run_tag or "",))
+                conn.executemany(
+                    "INSERT INTO budget_caps VALUES (?, ?, ?)",
+                    [(run_tag or "", name, cap) for name, cap in caps.items()],
+                )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     # --- provider batch jobs, so a crashed run resumes polling instead of resubmitting ----
 

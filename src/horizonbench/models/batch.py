@@ -297,7 +297,7 @@ def run_batch(runner: ModelRunner, items: list[tuple[str, AttemptRequest]], poll
             )
         if runner.budget is not None and not runner.budget.reserve(estimate):
             for key, _ in missing:
-                results[key] = f.CallFailure(f.BUDGET, "evaluation.budget_usd reached before this batch")
+                results[key] = f.CallFailure(f.BUDGET, f"{runner.budget.refusal()} before this batch")
             return outcomes(False)
         spent = 0.0
         try:

@@ -42,7 +42,7 @@ from horizonbench.core.types import Completion
 from horizonbench.models import failures as f
 from horizonbench.models.attempt_store import AttemptStore, attempt_key, prompt_sha256
 from horizonbench.models.base import AttemptRequest, Model
-from horizonbench.models.budget import Budget
+from horizonbench.models.budget import Budget, ModelBudget
 from horizonbench.models.concurrency import AdaptiveConcurrency
 from horizonbench.models.rate_limit import RateLimiter
 from horizonbench.models.retry import RetryPolicy, backoff_delay
@@ -171,7 +171,7 @@ class ModelRunner:
         stop_after_errors: int = 3,
         tpm_counts_requested: bool = False,
         price: Price | None = None,
-        budget: Budget | None = None,
+        budget: Budget | ModelBudget | None = None,
         reuse: str = "run",
         run_tag: str | None = None,
         cancel: threading.Event | None = None,
@@ -230,7 +230,8 @@ class ModelRunner:
         return self.store.get(key, self.run_tag if self.reuse == "run" else None)
 
     def record(self, key: str, completion: Completion, *, via_batch: bool = False) -> None:
-        self.store.put(key, completion, self.run_tag, via_batch=via_batch)
+        """Store the answer and book its cost in the spend ledger (one transaction)."""
+        self.store.put(key, completion, self.run_tag, via_batch=via_batch, model=self.name)
 
     # --- one attempt ------------------------------------------------------------------
 
@@ -277,16 +278,18 @@ class ModelRunner:
                 float(request.max_tokens) if self.tpm_requested else self.tokens.expected_output(request)
             )
             variance = self.tokens.variance(output=not self.tpm_requested)
-            cost_estimate = (
-                self.price.cost(int(in_tokens), int(self.tokens.output_tokens(request)))
-                if self.price
-                else 0.0
-            )
-            if self.budget is not None and not self.budget.reserve(cost_estimate):
+            # a budget is a cap: the answer is reserved at its ceiling (max_tokens), so
+            # what is paid stays within it up to the estimate of the prompt's tokens
+            cost_estimate = self.price.cost(int(in_tokens), request.max_tokens) if self.price else 0.0
+            # waits while calls in flight may leave room; refused once paid + this passes a cap
+            if self.budget is not None and not self.budget.reserve(cost_estimate, cancel=self.cancel):
                 self.gate.leave(answered=False)
-                return self._failed(
-                    request, key, f.BUDGET, "evaluation.budget_usd reached before this call", tries, start
-                )
+                if self.cancel.is_set():
+                    return self._failed(
+                        request, key, f.INTERRUPTED, "interrupted before an answer", tries, start
+                    )
+                why = f"{self.budget.refusal()} before this call"
+                return self._failed(request, key, f.BUDGET, why, tries, start)
             answered = throttled = False
             try:
                 reservation = (
@@ -324,7 +327,10 @@ class ModelRunner:
                         self._fatal_streak = 0
                     self.record(key, completion)
                     return Outcome(request, key, completion, tries=tries, latency_s=completion.latency_s)
-                self._settle(cost_estimate, 0.0)
+                # a 200 without a usable answer may still be billed (its usage says so)
+                self._settle(cost_estimate, last.cost_usd)
+                if last.cost_usd:
+                    self.store.add_spend(self.name, last.cost_usd, self.run_tag, key)
                 throttled = last.kind == f.RATE_LIMIT
             finally:
                 self.gate.leave(answered=answered, throttled=throttled)

@@ -59,11 +59,15 @@ class CallFailure(Exception):
         *,
         status: int | None = None,
         retry_after_s: float | None = None,
+        cost_usd: float = 0.0,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.retry_after_s = retry_after_s
+        #: what the provider billed for the call all the same (a 200 whose body reported
+        #: usage but held no usable answer); the budget counts it as paid
+        self.cost_usd = cost_usd
 
     @property
     def message(self) -> str:

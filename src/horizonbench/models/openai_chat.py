@@ -94,12 +94,13 @@ class OpenAIChatModel:
 
     def to_completion(self, response: Any, latency: float, *, batch: bool = False) -> Completion:
         choices = getattr(response, "choices", None)
-        if not choices:
-            raise f.CallFailure(f.MALFORMED, "the response has no choices")
-        choice = choices[0]
         usage = getattr(response, "usage", None)
         input_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         output_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        if not choices:
+            billed = self._price.cost(input_tokens, output_tokens, batch=batch)
+            raise f.CallFailure(f.MALFORMED, "the response has no choices", cost_usd=billed)
+        choice = choices[0]
         message = getattr(choice, "message", None)
         return Completion(
             # content is None for refusals and tool calls: an empty answer fails parsing

@@ -209,6 +209,9 @@ class ModelSpec(_Strict):
     batch: bool = False
     #: seconds between polls of a submitted batch
     batch_poll_s: float = Field(default=30.0, gt=0, le=3600)
+    #: the most USD this model's calls may cost the run folder in all, reruns included
+    #: (beside the total ``evaluation.budget_usd``); unset: the total alone caps it
+    budget_usd: float | None = Field(default=None, ge=0)
     #: the model's context window in tokens: a harness prompt that would not fit with
     #: max_tokens to spare is recorded as budget_exceeded instead of being sent
     context_tokens: int | None = Field(default=None, ge=1)
@@ -286,8 +289,10 @@ class EvaluationSpec(_Strict):
     #: "store" (any answer in the store with the same key, across runs: only for pinned
     #: model snapshots), "never" (always call)
     reuse: Literal["run", "store", "never"] = "run"
-    #: stop sending new calls once this many USD are spent (estimates of calls in flight
-    #: count); what was answered is kept
+    #: the most USD the run folder pays for model calls in all, reruns included (the
+    #: attempt store keeps what was paid): no call is sent that could take it past the
+    #: cap (estimates of calls in flight count); what was answered is kept. A rerun past
+    #: it sends nothing; raise it here or with ``run --budget-usd``
     budget_usd: float | None = Field(default=None, ge=0)
     #: on Ctrl-C or SIGTERM, wait this long for calls in flight so their answers are kept
     interrupt_grace_s: float = Field(default=10.0, ge=0, le=600)

@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from horizonbench.tasks.spend import spend_lines
+
 #: the analysis tables whose rows go into the horizon table artifact
 _HORIZONS = (
     ("analysis/fits.parquet", "L0", ("family", "model", "method"), ("L0", "L0_low", "L0_high")),
@@ -137,6 +139,9 @@ def summary_markdown(title: str, run: Path, counts: dict[str, Any], problems: li
             lines.append(f"| {name} | {c.get('answered', 0)} | {c.get('failed', 0)} |")
         total = attempts.get("total") or {}
         lines += ["", f"{total.get('answered', 0)} answered, {total.get('failed', 0)} without an answer.", ""]
+    if counts.get("budget"):  # what the run folder has paid for calls, reruns included
+        lines += ["## Budget", ""] + [f"- {k}: {v}" for k, v in spend_lines(counts["budget"]).items()]
+        lines.append("")
     worlds = counts.get("worlds") or {}
     if worlds.get("episodes"):
         lines += [f"World study: {worlds['episodes']} episodes, {worlds.get('successes', 0)} successes.", ""]

@@ -56,6 +56,7 @@ from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA, with_ve
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.layout import ATTEMPTS_REL, PROMPTS_REL, instances_rel
 from horizonbench.tasks.rollouts import RolloutConversation
+from horizonbench.tasks.spend import run_budget
 from horizonbench.tasks.storage import atomic_path, rows_to_table, write_table
 from horizonbench.tasks.table_parts import read_parts
 
@@ -183,7 +184,8 @@ def build_runner(
     budget: Budget | None,
     on_event: Any = None,
 ) -> ModelRunner:
-    """The call path for one model entry, with its own limits."""
+    """The call path for one model entry, with its own limits; its calls count against
+    the run folder's shared ``budget`` and the model's own cap."""
     limiter = None
     if spec.requests_per_minute is not None or spec.tokens_per_minute is not None:
         limiter = RateLimiter(spec.requests_per_minute, spec.tokens_per_minute, window_s=spec.rate_window_s)
@@ -201,7 +203,7 @@ def build_runner(
         stop_after_errors=spec.stop_after_errors,
         tpm_counts_requested=spec.counts_requested_tokens(),
         price=spec.price(),
-        budget=budget,
+        budget=budget.for_model(spec.name) if budget is not None else None,
         reuse=cfg.evaluation.reuse,
         run_tag=tag,
         on_event=on_event,
@@ -500,7 +502,6 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
     prompted = render_prompts(cfg, run_dir)
     write_table(rows_to_table(prompt_rows(prompted), PROMPTS_SCHEMA), run_dir / PROMPTS_REL, "prompts")
     tag = run_tag(run_dir)
-    budget = Budget(cfg.evaluation.budget_usd)
     specs = cfg.evaluation.models
     requests = {spec.name: build_requests(cfg, prompted, spec.name) for spec in specs}
     conversations = {spec.name: build_conversations(cfg, prompted, spec.name) for spec in specs}
@@ -509,6 +510,9 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
     shares: dict[str, ModelShare] = {}
     model_runs: dict[str, PrefectFuture[Any]] = {}
     with AttemptStore(path) as store, model_task_runner(len(specs)) as task_runner:
+        budget = run_budget(cfg, store, tag)
+        if budget.seeded_usd:
+            logger.info("the run folder has paid %.4f USD for calls before this run", budget.seeded_usd)
         try:
             runners = {
                 spec.name: build_runner(spec, cfg, store, tag=tag, budget=budget, on_event=logger.error)
@@ -581,14 +585,18 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
     write_attempts(rows_to_table(rows, ATTEMPTS_SCHEMA), run_dir / ATTEMPTS_REL)
     if budget.exhausted:
         logger.warning(
-            "evaluation.budget_usd (%.2f) reached: later calls were not sent", budget.limit_usd or 0
+            "budget reached (%s): the run folder has paid %.4f USD; later calls were not sent",
+            ", ".join(sorted(budget.refused)),
+            budget.spent_usd,
         )
     total = {
         "attempts": sum(c["attempts"] for c in counts.values()),
         "answered": sum(c["answered"] for c in counts.values()),
         "failed": sum(c["failed"] for c in counts.values()),
-        "cost_usd_this_run": round(budget.spent_usd, 6),
+        "cost_usd_this_run": round(budget.spent_this_run_usd, 6),
         "budget_usd": cfg.evaluation.budget_usd,
         "budget_reached": budget.exhausted,
+        # which caps refused a call: "total" and/or model names (tasks/spend.budget_hint)
+        "budget_refused": sorted(budget.refused),
     }
     return {"models": counts, "total": total}

@@ -25,11 +25,11 @@ from horizonbench.datasets.worlds.study import environment_class, resolve_horizo
 from horizonbench.harness.agent import CallFailed, HarnessAgent, HarnessSettings
 from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.base import AttemptRequest
-from horizonbench.models.budget import Budget
 from horizonbench.models.engine import Evaluation, ModelRunner, Outcome, attempt_row
 from horizonbench.schemas.config import Config, ModelSpec, WorldAgentSpec
 from horizonbench.tasks import progress as prog
 from horizonbench.tasks.evaluate import build_runner, run_tag, store_path
+from horizonbench.tasks.spend import run_budget
 
 WORLD_ATTEMPTS_REL = "attempts/world_attempts.parquet"
 
@@ -162,8 +162,9 @@ def run_world_models(cfg: Config, run: str) -> dict[str, Any]:
     path = store_path(cfg, run_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tag = run_tag(run_dir)
-    budget = Budget(cfg.evaluation.budget_usd)
     with AttemptStore(path) as store:
+        # the same caps as the evaluation stage, over what the folder has paid so far
+        budget = run_budget(cfg, store, tag)
         runners: dict[str, ModelRunner] = {}
         for agent in agents:
             spec = model_spec(cfg, agent)
@@ -225,6 +226,8 @@ def run_world_models(cfg: Config, run: str) -> dict[str, Any]:
             )
         for runner in runners.values():
             runner.close()
+    # which caps refused a call: "total" and/or model names (tasks/spend.budget_hint)
+    out["budget_refused"] = sorted(budget.refused)
     return out
 
 
@@ -244,8 +247,10 @@ def world_estimate_rows(cfg: Config) -> list[dict[str, Any]]:
     return rows
 
 
-def unfinished_summary(agents: dict[str, Any]) -> str | None:
-    """The one line saying how many model episodes are unfinished, or None."""
+def unfinished_summary(agents: dict[str, Any], capped: bool = False) -> str | None:
+    """The one line saying how many model episodes are unfinished, or None. ``capped``:
+    a budget cap refused calls, and its own line says so: a rerun without a larger cap
+    sends none of those, so only the episodes that failed otherwise are promised."""
     parts = [
         f"{name}: {c['unfinished']} ({', '.join(f'{k} {v}' for k, v in c['unfinished_by_class'].items())})"
         for name, c in agents.items()
@@ -254,7 +259,18 @@ def unfinished_summary(agents: dict[str, Any]) -> str | None:
     if not parts:
         return None
     total = sum(c["unfinished"] for c in agents.values())
-    return (
-        f"{total} world episodes are unfinished because a call got no answer ({'; '.join(parts)}); "
-        "rerun the same command to resume them"
-    )
+    line = f"{total} world episodes are unfinished because a call got no answer ({'; '.join(parts)})"
+    hint = rerun_hint(total, agents.values(), "unfinished_by_class", "resume", capped)
+    return f"{line}; {hint}" if hint else line
+
+
+def rerun_hint(total: int, counts: Any, by_class: str, verb: str, capped: bool) -> str | None:
+    """What a rerun of the same command does for ``total`` attempts or episodes without
+    an answer: all of them, or (``capped``) only those a budget cap did not stop (None
+    when it stopped them all: the budget's own line says how to raise it)."""
+    stopped = sum(c.get(by_class, {}).get("budget", 0) for c in counts) if capped else 0
+    if not stopped:
+        return f"rerun the same command to {verb} them"
+    if stopped >= total:
+        return None
+    return f"rerun the same command to {verb} the {total - stopped} the budget did not stop"
