@@ -20,6 +20,7 @@ import yaml
 from fake_model_server import running_fake_server
 from horizonbench.core.errors import ConfigError
 from horizonbench.core.types import Completion, Message
+from horizonbench.models.anthropic_messages import AnthropicModel
 from horizonbench.models.attempt_store import AttemptStore, read_spend
 from horizonbench.models.base import AttemptRequest
 from horizonbench.models.budget import TOTAL, Budget
@@ -189,25 +190,28 @@ def _requests(n: int, max_tokens: int = 64) -> list[AttemptRequest]:
     ]
 
 
-def _runner(server: Any, store: AttemptStore, budget: Budget, name: str, **kw: Any) -> ModelRunner:
+def _runner(
+    server: Any, store: AttemptStore, budget: Budget, name: str, provider: str = "openai_compatible"
+) -> ModelRunner:
+    anthropic = provider == "anthropic"
     spec = ModelSpec(
         name=name,
-        provider="openai_compatible",
+        provider=provider,
         model=name,
-        base_url=server.base_url,
+        base_url=server.root_url if anthropic else server.base_url,
         input_cost_per_mtok=PRICE_IN,
         output_cost_per_mtok=PRICE_OUT,
         max_concurrency=4,
-        max_retries=kw.pop("max_retries", 0),
+        max_retries=0,
         timeout_s=10,
     )
+    model = AnthropicModel(spec, "k") if anthropic else OpenAIChatModel(spec, "k")
     return ModelRunner(
-        OpenAIChatModel(spec, "k"),
+        model,
         store,
         price=spec.price(),
         budget=budget.for_model(name),
         run_tag="folder",
-        **kw,
     )
 
 
@@ -227,12 +231,14 @@ def test_three_runs_of_one_folder_pay_at_most_the_cap_and_reuse_costs_nothing(tm
     assert ledger == pytest.approx(paid_after[0])  # a reused answer never counts twice
 
 
-def test_a_billed_reply_without_an_answer_counts_as_paid(tmp_path: Path) -> None:
-    # every other reply is a 200 with usage but no choices: billed, nothing to store
+@pytest.mark.parametrize("provider", ["openai_compatible", "anthropic"])
+def test_a_billed_reply_without_an_answer_counts_as_paid(tmp_path: Path, provider: str) -> None:
+    # about half the replies are a 200 with usage but no choices (no content): billed,
+    # nothing to store
     with running_fake_server(_answer, chaos={"empty_choices": 0.5}) as server:
         with AttemptStore(tmp_path / "s.sqlite") as store:
             budget = Budget(0.3, spent=store.spent("folder"))
-            outcomes = evaluate(_requests(20), _runner(server, store, budget, "m"))
+            outcomes = evaluate(_requests(20), _runner(server, store, budget, "m", provider))
             ledger = sum(store.spent("folder").values())
         billed = server.billed_usd(PRICE_IN, PRICE_OUT)
         empty = server.chaos_counts.get("empty_choices", 0)
