@@ -3,9 +3,11 @@
 Exit codes: 0 done; 1 the run failed (a table broke its suite, a stage crashed);
 2 bad command line or bad config, in which case nothing was written; 3 the run finished
 but some attempts have no answer or some world episodes of model agents are unfinished
-(the last line says how many; rerun to retry them); 4 the run finished but L bins are
-short of their quota (the last line lists them; ``sampling.allow_unfilled: true``
-accepts that); 130 interrupted by Ctrl-C or SIGTERM (the last line says what is kept).
+(the last line says how many; rerun to retry them, or, when a budget cap held calls
+back, what the run folder has paid, the cap and how to raise it); 4 the run finished
+but L bins are short of their quota (the last line lists them;
+``sampling.allow_unfilled: true`` accepts that); 130 interrupted by Ctrl-C or SIGTERM
+(the last line says what is kept).
 ``horizonbench status`` exits 0 for a completed run with every output current and
 intact, 1 when it is not done, 2 for a folder that is not a run, 3 when an output is
 missing or not what the manifest recorded (``--verify``: sha256, else sizes).
