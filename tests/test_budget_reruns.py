@@ -29,7 +29,7 @@ from horizonbench.models.openai_chat import OpenAIChatModel
 from horizonbench.schemas.config import ModelSpec, parse_config
 from horizonbench.tasks.artifacts import summary_markdown
 from horizonbench.tasks.run_folder import output_config
-from horizonbench.tasks.spend import budget_hint, spend_lines, summarize
+from horizonbench.tasks.spend import budget_counts, budget_hint, caps_of, spend_lines, summarize
 from horizonbench.tasks.status import format_status, run_status
 
 EXE = Path(sys.executable).with_name("horizonbench")
@@ -148,6 +148,14 @@ def test_raising_a_cap_is_the_same_run_not_another_config() -> None:
     assert output_config(dumped(0.3, 0.1)) == output_config(dumped(5.0, None))
     with pytest.raises(ConfigError, match="budget_usd"):
         parse_config(_raw(None, -1))
+
+
+def test_offline_models_without_a_cap_have_no_budget_to_show(tmp_path: Path) -> None:
+    raw = _raw(None, None)
+    raw["evaluation"]["models"].append({"name": "o", "provider": "offline", "kind": "oracle"})
+    assert caps_of(parse_config(raw)) == {"": None, "m": None}  # the offline model costs nothing
+    raw["evaluation"]["models"] = raw["evaluation"]["models"][1:]
+    assert budget_counts(parse_config(raw), tmp_path, []) is None
 
 
 def test_the_lines_say_paid_cap_and_left_and_how_to_raise_the_cap() -> None:

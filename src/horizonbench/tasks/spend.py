@@ -35,10 +35,12 @@ RAISE_HINT = "raise evaluation.budget_usd in the config or pass --budget-usd X"
 
 
 def caps_of(cfg: Config) -> dict[str, float | None]:
-    """The caps of a config: ``""`` the total, then each model's own (None: none)."""
+    """The caps of a config: ``""`` the total, then each model's own (None: none); an
+    offline model without a cap of its own is left out (it costs nothing)."""
     caps: dict[str, float | None] = {_TOTAL_KEY: cfg.evaluation.budget_usd}
     for spec in cfg.evaluation.models:
-        caps[spec.name] = spec.budget_usd
+        if spec.provider != "offline" or spec.budget_usd is not None:
+            caps[spec.name] = spec.budget_usd
     return caps
 
 
