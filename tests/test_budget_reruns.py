@@ -357,3 +357,30 @@ def test_a_run_capped_at_030_and_rerun_twice_pays_at_most_030_until_the_cap_is_r
     assert f"budget: {after_raise:.4f} USD paid of 0.5 USD" in text and "capped: budget:" in text
     report = (out / "report" / "index.html").read_text()
     assert f"{after_raise:.4f} USD paid of 0.5 USD" in report
+
+
+@pytest.mark.flow
+def test_a_world_study_of_model_agents_is_capped_by_the_folder_budget_too(
+    tmp_path: Path, prefect_server: str, capsys: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import world_models_helpers as H
+
+    # the whole study, 285 calls, costs 1.44 USD at these prices (measured once): the cap bites
+    monkeypatch.setenv("PREFECT_API_URL", prefect_server)
+    monkeypatch.setenv(H.KEY_ENV, H.KEY)
+    out = tmp_path / "run"
+    with running_fake_server(H.oracle_player()) as server:
+        prices = {"input_cost_per_mtok": 10.0, "output_cost_per_mtok": 10.0}
+        data = H.config_data(server.base_url, model=prices, oracle=False)
+        data["evaluation"] |= {"budget_usd": 0.5, "settings": {"temperature": 0, "max_tokens": 512}}
+        cfg = H.write_config(tmp_path / "c.yaml", data)
+        first = _run(cfg, out, capsys)
+        paid, calls = server.billed_usd(10.0, 10.0), len(server.billed)
+        rerun = _run(cfg, out, capsys)
+        assert len(server.billed) == calls  # past the cap: nothing sent
+    assert 0.5 - 0.05 <= paid <= 0.5
+    for code, last in (first, rerun):
+        assert code == 3, last
+        assert "world episodes are unfinished" in last and "(budget " in last, last
+        assert f"the run folder has paid {paid:.4f} USD of its 0.5 USD budget" in last, last
+    assert run_status(out)["budget"]["paid_usd"] == pytest.approx(paid, abs=1e-6)
