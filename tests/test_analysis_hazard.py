@@ -242,3 +242,20 @@ def test_the_analyse_stage_reads_every_column_figure10_and_by_n_use() -> None:
 
     assert {"num_keys", "progress_ratio", "first_violation_step", "success"} <= SCORE_COLUMNS_READ
     assert "best_progress" in SCORE_COLUMNS_READ
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 40), st.one_of(st.none(), st.integers(0, 45))),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_trend_fits_degenerate_data_without_overflow(items: list[tuple[int, int | None]]) -> None:
+    """Smoke runs feed the fit a handful of attempts (every failure at one step, none at
+    all): the logistic must not overflow on its way to an infinite intercept."""
+    lengths = np.array([L for L, _ in items], dtype=float)
+    first = np.array([np.nan if k is None else k for _, k in items], dtype=float)
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        hazard.hazard_trend(lengths, first)

@@ -93,7 +93,7 @@ def _fit_a(b: float, x: np.ndarray, n: np.ndarray, d: np.ndarray, a: float) -> f
     """The intercept that maximises the likelihood at slope ``b`` (Newton on a concave
     one-parameter function, from ``a``)."""
     for _ in range(100):
-        h = 1.0 / (1.0 + np.exp(-(a + b * x)))
+        h = 0.5 * (1.0 + np.tanh(0.5 * (a + b * x)))  # the logistic, without exp overflow
         grad = float((d - n * h).sum())
         hess = float((n * h * (1.0 - h)).sum())
         if hess <= 0.0:
@@ -110,7 +110,7 @@ def _fit(x: np.ndarray, n: np.ndarray, d: np.ndarray, a0: float) -> tuple[float,
     a, b = a0, 0.0
     best = _loglik(a, b, x, n, d)
     for _ in range(200):
-        h = 1.0 / (1.0 + np.exp(-(a + b * x)))
+        h = 0.5 * (1.0 + np.tanh(0.5 * (a + b * x)))  # the logistic, without exp overflow
         w = n * h * (1.0 - h)
         r = d - n * h
         g = np.array([r.sum(), (r * x).sum()])
