@@ -66,3 +66,20 @@ def test_the_seqbench_paper_config_sweeps_every_axis_of_the_paper():
     assert values("guidance") == {True, False}
     assert len(values("grid")) >= 2
     assert {m.provider for m in cfg.evaluation.models} == {"offline"}
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_name_no_model_the_sdk_retires(path):
+    """A shipped config naming a retired model fails at its first call (claude-sonnet-4-5
+    reached end of life on 2026-11-30 while api-models.yaml still named it); the installed
+    anthropic SDK's own list of deprecated models is the source."""
+    from anthropic._data import DEPRECATED_MODELS
+
+    cfg = load_config(path)
+    models = cfg.evaluation.models if cfg.evaluation else []
+    retired = {
+        m.model: DEPRECATED_MODELS[m.model]
+        for m in models
+        if m.provider == "anthropic" and m.model in DEPRECATED_MODELS
+    }
+    assert not retired, f"{path.name} names models the anthropic SDK deprecates: {retired}"
