@@ -15,13 +15,15 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine_helpers import rows_for
+from engine_helpers import rows_for, runner_for
 from fake_model_server import running_fake_server
 from horizonbench.core.types import Message
 from horizonbench.models.anthropic_messages import AnthropicModel
 from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.base import AttemptRequest
 from horizonbench.models.concurrency import AdaptiveConcurrency
+from horizonbench.models.engine import attempt_row, evaluate
+from horizonbench.models.failures import limit_named
 from horizonbench.models.rate_limit import RateLimiter, Reservation
 from horizonbench.models.retry import RetryPolicy, backoff_delay
 from horizonbench.schemas.config import ModelSpec
@@ -162,12 +164,13 @@ def test_token_pacing_makes_up_late_wake_ups() -> None:
 
 def test_the_margin_is_pooled_over_the_estimates_in_flight() -> None:
     """Answers of unknown length: each estimate is a mean (100 tokens) with a standard
-    deviation of 30. The window (1,000 tokens) keeps two deviations of the *sum* free:
-    k requests fit while 100 k + 2 * 30 * sqrt(k) <= 1000, so 8 fit (a margin of 2
+    deviation of 30. A window (1,000 tokens) keeping two deviations of the *sum* free
+    fits k requests while 100 k + 2 * 30 * sqrt(k) <= 1000, so 8 (a margin of 2
     deviations per request, 160 tokens each, would fit 6); reconciling them to what was
-    counted frees the margin at once."""
+    counted frees the margin at once. (The default keeps one deviation; two here make
+    pooled and per-request margins differ.)"""
     clock = FakeClock()
-    limiter = RateLimiter(None, 60_000, window_s=1.0, clock=clock)  # 1,000 tokens a window
+    limiter = RateLimiter(None, 60_000, window_s=1.0, margin_sd=2.0, clock=clock)  # 1,000 a window
     admitted = []
     while True:
         got = limiter.try_acquire(100, variance=30.0**2)
@@ -379,3 +382,86 @@ def test_a_binding_tpm_limit_is_rarely_refused(tmp_path: Path) -> None:
         refused = server.status_counts.get(429, 0)
     assert all(r["response"] for r in rows)
     assert refused <= 0.05 * len(rows), refused
+
+
+def _runner_after(server: Any, store: AttemptStore, limiter: RateLimiter, n: int) -> Any:
+    """Run ``n`` attempts through one runner; the runner (its gate's cuts) and the rows."""
+    runner = runner_for(_anthropic(server), store, limiter=limiter, max_concurrency=16)
+    rows = [attempt_row(o, "claude") for o in evaluate(_plan_requests(n), runner)]
+    return runner, rows
+
+
+def test_a_429_of_the_token_limit_pauses_but_does_not_cut_concurrency(tmp_path: Path) -> None:
+    """The client believes in twice the provider's tokens per minute, so the provider
+    refuses calls, saying its *token* limit bound. Those 429s pause admissions (the
+    limiter) but do not halve concurrency: calls in flight are not what binds a token
+    window, and each cut lost calls the window had room for (benchmarks/evaluation.py).
+    A 429 of the request limit still cuts it, as does one that names no limit."""
+    with (
+        running_fake_server(_words_by_hash, tpm=60_000, latency_s=0.05) as server,
+        AttemptStore(tmp_path / "t.sqlite") as store,
+    ):
+        runner, rows = _runner_after(server, store, RateLimiter(None, 120_000), 60)
+        refused = server.status_counts.get(429, 0)
+    assert all(r["response"] for r in rows)
+    assert refused >= 3 and runner.throttled == refused, refused
+    assert runner.gate.cuts == 0
+    with (
+        running_fake_server(_words_by_hash, rpm=1200, latency_s=0.05) as server,
+        AttemptStore(tmp_path / "r.sqlite") as store,
+    ):
+        runner, rows = _runner_after(server, store, RateLimiter(2400, None), 60)
+        refused = server.status_counts.get(429, 0)
+    assert all(r["response"] for r in rows)
+    assert refused >= 1 and runner.gate.cuts >= 1, (refused, runner.gate.cuts)
+
+
+@pytest.mark.parametrize(
+    ("message", "error_type", "limit"),
+    [
+        # OpenAI: the error body's type, then its message
+        (
+            "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): "
+            "Limit 30000, Used 29000, Requested 2000.",
+            "tokens",
+            "tokens",
+        ),
+        (
+            "Rate limit reached for gpt-4o in organization org-x on requests per min (RPM): "
+            "Limit 500, Used 500, Requested 1.",
+            "requests",
+            "requests",
+        ),
+        ("Rate limit reached for gpt-4o on tokens per min (TPM): Limit 30000.", None, "tokens"),
+        ("Rate limit reached for gpt-4o on requests per day (RPD): Limit 10000.", None, "requests"),
+        # Anthropic: the message names the unit
+        (
+            "This request would exceed the rate limit for your organization of 40,000 input "
+            "tokens per minute.",
+            "error",
+            "tokens",
+        ),
+        (
+            "This request would exceed your organization's rate limit of 50 requests per minute.",
+            "error",
+            "requests",
+        ),
+        # the fake server
+        ("Rate limit reached for tokens per min: limit 90000, enforced over 1 s.", None, "tokens"),
+        ("Too many requests", None, None),
+        ("RateLimitError (HTTP 429): slow down", "rate_limit_error", None),
+    ],
+)
+def test_a_429_says_which_limit_bound(message: str, error_type: str | None, limit: str | None) -> None:
+    assert limit_named(message, error_type) == limit
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300), st.one_of(st.none(), st.text(max_size=20)))
+def test_limit_named_reads_any_text(message: str, error_type: str | None) -> None:
+    """Any message and type: one of the three answers, never an exception; and a text
+    that does not say 'per min'/'per day' or (TPM)/(RPM) is attributed by its type alone."""
+    got = limit_named(message, error_type)
+    assert got in ("tokens", "requests", None)
+    if "per" not in message.lower() and "pm)" not in message.lower() and "pd)" not in message.lower():
+        assert got == limit_named("", error_type)

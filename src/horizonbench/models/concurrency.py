@@ -3,7 +3,9 @@
 The configured ``max_concurrency`` is a ceiling, not a target. A 429 halves the limit
 (at most once per ``cooldown_s``, so one burst of refusals counts once); every answer
 adds ``1 / limit``, so the limit grows by about one per round of answers and climbs
-back to the ceiling once the refusals stop. The same gate runs a *probe*: until the
+back to the ceiling once the refusals stop. (The engine does not report a 429 that names
+the token limit while its rate limiter paces tokens: fewer calls in flight would not
+send fewer tokens a second.) The same gate runs a *probe*: until the
 model has answered once, only one call is in flight, so a wrong key or model name costs
 a few calls, not ``max_concurrency`` of them.
 """

@@ -9,6 +9,7 @@ the same thing for every provider.
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 
@@ -60,11 +61,15 @@ class CallFailure(Exception):
         status: int | None = None,
         retry_after_s: float | None = None,
         cost_usd: float = 0.0,
+        limit: str | None = None,
     ) -> None:
         super().__init__(message)
         self.kind = kind
         self.status = status
         self.retry_after_s = retry_after_s
+        #: for a 429, which limit the provider says bound: "tokens", "requests" or None
+        #: (not said); a token limit is paced by the rate limiter, not by concurrency
+        self.limit = limit
         #: what the provider billed for the call all the same (a 200 whose body reported
         #: usage but held no usable answer); the budget counts it as paid
         self.cost_usd = cost_usd
@@ -95,6 +100,35 @@ def kind_for_status(status: int) -> str:
     if 400 <= status < 500:
         return BAD_REQUEST
     return OTHER
+
+
+#: how providers name the limit a 429 hit: OpenAI "Rate limit reached for ... on tokens per
+#: min (TPM)", Anthropic "rate limit of 50,000 input tokens per minute", "... requests per
+#: minute"; the fake server says "for tokens per min"
+_LIMIT_NAMED = re.compile(
+    r"\b(?:(?:input|output)\s+)?(?P<what>tokens?|requests?)\s+per\s+(?:min|minute|day)\b"
+    r"|\((?P<short>[IO]?TPM|RPM|TPD|RPD)\)",
+    re.IGNORECASE,
+)
+
+
+def limit_named(message: str, error_type: str | None = None) -> str | None:
+    """Which limit a 429 says bound: "tokens", "requests", or None when it does not say.
+
+    OpenAI's error body has ``type`` "tokens" or "requests" (also "tokens_usage_based");
+    otherwise the message names the unit. None keeps the cautious default (the caller
+    treats the 429 as one it cannot attribute)."""
+    if error_type:
+        kind = error_type.lower()
+        if kind.startswith("token"):
+            return "tokens"
+        if kind.startswith("request"):
+            return "requests"
+    match = _LIMIT_NAMED.search(message)
+    if match is None:
+        return None
+    word = (match.group("what") or match.group("short")).lower()
+    return "requests" if word.startswith(("request", "r")) else "tokens"
 
 
 def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:

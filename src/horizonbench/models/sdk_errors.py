@@ -43,8 +43,10 @@ def classify_sdk_error(err: BaseException, secret: str | None) -> f.CallFailure:
         assert status is not None
         headers = getattr(err.response, "headers", None)
         hint = f.retry_after_seconds(headers)
+        kind = f.kind_for_status(status)
+        limit = f.limit_named(message, getattr(err, "type", None)) if kind == f.RATE_LIMIT else None
         # Anthropic says 529 when overloaded; kind_for_status maps every 5xx alike
-        return f.CallFailure(f.kind_for_status(status), message, status=status, retry_after_s=hint)
+        return f.CallFailure(kind, message, status=status, retry_after_s=hint, limit=limit)
     if isinstance(err, (*_sdk("APITimeoutError"), httpx.TimeoutException)):
         return f.CallFailure(f.TIMEOUT, message)
     if isinstance(err, _sdk("APIResponseValidationError")):
