@@ -29,8 +29,8 @@ Details a caller relies on:
   ``margin_sd`` is 1 by default, a cost trade-off: the margin is window left unused all
   the time, while a 429 of the token limit costs one call's retry and a pause (the
   engine does not cut concurrency for it, and keeps the refused call's reservation,
-  which stands in for the tokens the estimates missed); 2 deviations kept 0.87 of that
-  window in use, 1 about 0.89, within the goal of < 0.03 429s per success.
+  which stands in for the tokens the estimates missed): 2 deviations kept 0.87 of that
+  window in use, 1 kept 0.885 at 0.022 429s per success (benchmarks/README.md).
 * Tokens are spaced like requests: after a request of ``t`` tokens the next waits
   0.9 ``t / token_capacity`` of the window (its current estimate, so a reconcile
   shortens the wait; 0.9 so the pace can make up a stall, the window holding the
