@@ -588,3 +588,31 @@ def test_an_interrupt_before_the_wait_still_stops_every_thread(tmp_path):
         assert calls_then < 60
         assert 0 < info.value.done <= calls_then
         assert info.value.total == 200
+
+
+class _FullDiskStore(AttemptStore):
+    """A store whose disk fills after a few answers (sqlite's own error for it)."""
+
+    def __init__(self, path: Path, room: int) -> None:
+        super().__init__(path)
+        self.room = room
+
+    def put(self, *args: Any, **kwargs: Any) -> None:
+        if self.room <= 0:
+            import sqlite3
+
+            raise sqlite3.OperationalError("database or disk is full")
+        self.room -= 1
+        super().put(*args, **kwargs)
+
+
+def test_a_broken_store_surfaces_as_itself_not_as_an_interrupt(tmp_path: Path) -> None:
+    """A disk that fills mid-run is an error to name, not Ctrl-C: reported as an interrupt
+    it said 'rerun the same command to resume' and the run ended cancelled."""
+    import sqlite3
+
+    with running_fake_server(_echo) as server, _FullDiskStore(tmp_path / "s.sqlite", room=3) as store:
+        with pytest.raises(sqlite3.OperationalError, match="disk is full") as info:
+            rows_for(_requests(20), _model(server.base_url), store, max_concurrency=2)
+        assert not isinstance(info.value, KeyboardInterrupt)
+        assert len(store) == 3  # the answers stored before the disk filled stay

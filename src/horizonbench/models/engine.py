@@ -479,9 +479,11 @@ class Evaluation:
             yield
         except EvaluationInterrupted:
             raise
-        except BaseException:
+        except BaseException as err:
             owner = dict.fromkeys(self._futures, "")
             self._wind_down(owner, total)
+            if isinstance(err, Exception):
+                raise  # an error (a broken store, a bug) is not an interrupt: keep its name
             raise EvaluationInterrupted(self._answered_count(owner), total) from None
 
     def stop(self) -> None:
@@ -517,8 +519,10 @@ class Evaluation:
                 done_per[name] += 1
                 if self.on_progress is not None:
                     self.on_progress(name, done_per[name])
-        except BaseException:
+        except BaseException as err:
             self._wind_down(owner, total)
+            if isinstance(err, Exception):
+                raise  # a broken store or a bug surfaces as itself, after the wind-down
             raise EvaluationInterrupted(self._answered_count(owner), total) from None
         if self.cancel.is_set():  # stopped from another thread (a signal handler, a test)
             self._wind_down(owner, total)
