@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from horizonbench.core.types import Message
 from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.base import AttemptRequest, Model
 from horizonbench.models.engine import ModelRunner, attempt_row, evaluate
@@ -26,3 +27,20 @@ def rows_for(
     on_progress = kw.pop("on_progress", None)
     runner = runner_for(model, store, **kw)
     return [attempt_row(o, model.name) for o in evaluate(requests, runner, on_progress=on_progress)]
+
+
+def puzzle_requests(n: int, max_tokens: int) -> list[AttemptRequest]:
+    """``n`` one-message attempts that differ only by their puzzle number (rate tests)."""
+    return [
+        AttemptRequest(
+            instance_id=f"i{i}",
+            family="fake",
+            sample=0,
+            messages=(Message("user", f"solve puzzle {i} step by step"),),
+            temperature=1.0,
+            top_p=1.0,
+            max_tokens=max_tokens,
+            seed=i,
+        )
+        for i in range(n)
+    ]

@@ -15,9 +15,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine_helpers import rows_for, runner_for
+from engine_helpers import puzzle_requests, rows_for, runner_for
 from fake_model_server import running_fake_server
-from horizonbench.core.types import Message
 from horizonbench.models.anthropic_messages import AnthropicModel
 from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.base import AttemptRequest
@@ -299,19 +298,7 @@ def test_backoff_spreads_retries() -> None:
 
 
 def _plan_requests(n: int) -> list[AttemptRequest]:
-    return [
-        AttemptRequest(
-            instance_id=f"i{i}",
-            family="fake",
-            sample=0,
-            messages=(Message("user", f"solve puzzle {i} step by step"),),
-            temperature=1.0,
-            top_p=1.0,
-            max_tokens=4096,
-            seed=i,
-        )
-        for i in range(n)
-    ]
+    return puzzle_requests(n, max_tokens=4096)
 
 
 def _words_by_puzzle(short: int, long: int) -> Any:

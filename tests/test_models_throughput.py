@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from engine_helpers import puzzle_requests
 from fake_model_server import running_fake_server
-from horizonbench.core.types import Message
 from horizonbench.models.anthropic_messages import AnthropicModel
 from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.base import AttemptRequest
@@ -23,19 +23,7 @@ KEY = "sk-throughput-NOT-SECRET"
 
 
 def _requests(n: int) -> list[AttemptRequest]:
-    return [
-        AttemptRequest(
-            instance_id=f"i{i}",
-            family="fake",
-            sample=0,
-            messages=(Message("user", f"solve puzzle {i} step by step"),),
-            temperature=1.0,
-            top_p=1.0,
-            max_tokens=256,
-            seed=i,
-        )
-        for i in range(n)
-    ]
+    return puzzle_requests(n, max_tokens=256)
 
 
 def test_600_rpm_counted_per_second_every_attempt_answered(tmp_path: Path) -> None:
