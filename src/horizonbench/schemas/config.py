@@ -318,7 +318,7 @@ class DaskSpec(_Strict):
 
 
 class GenerationSpec(_Strict):
-    """Where finished generation shards are kept for reruns (``tasks.shard_cache``)."""
+    """Where finished generation shards are kept for reruns (``tasks.generate.shard_cache``)."""
 
     #: a shard cache shared by a series of runs (a nightly series: each night reuses the
     #: instances of the night before when nothing changed); default ``<out>/cache/shards``
@@ -414,6 +414,8 @@ class WorldsSpec(_Strict):
     """A world-model study: environments x (sc, dd) grid x archetypes x variants on a
     regime backdrop of Table 11, run by offline agents on the Dask cluster."""
 
+    #: the names of datasets/worlds/study.ENVIRONMENTS, in its order (a test keeps them equal;
+    #: schemas sit below datasets, so the registry is not imported here)
     environments: list[Literal["stateful_puzzle", "graph_nav", "tool_dag"]] = Field(min_length=1)
     regime: Literal["I", "II", "III", "IV", "V"] = "III"
     #: the grid; required where the regime leaves sc / dd free (III), else its value
@@ -435,7 +437,7 @@ class WorldsSpec(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> WorldsSpec:
-        from horizonbench.datasets.worlds.base import REGIMES, StressSpec
+        from horizonbench.schemas.worlds import REGIMES, StressSpec
 
         for what, values in (("environments", self.environments), ("agents", [a.name for a in self.agents])):
             dupes = sorted({v for v in values if values.count(v) > 1})
@@ -473,9 +475,8 @@ class WorldsSpec(_Strict):
         return self
 
     def study(self) -> Any:
-        """The :class:`~horizonbench.datasets.worlds.study.Study` this section asks for."""
-        from horizonbench.datasets.worlds.base import REGIMES
-        from horizonbench.datasets.worlds.study import Study
+        """The :class:`~horizonbench.schemas.worlds.Study` this section asks for."""
+        from horizonbench.schemas.worlds import REGIMES, Study
 
         regime = REGIMES[self.regime]
         return Study(

@@ -53,31 +53,31 @@ import random
 import re
 from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
 
-from horizonbench.core.seeding import derive_seed
+from horizonbench.schemas.worlds import (
+    BRANCHING_MAX,
+    DD_MAX,
+    DD_MIN,
+    HORIZON_MAX,
+    MUTATION_LEVELS,
+    MUTATION_RATES,
+    N_ARCHETYPES,
+    N_VARIANTS,
+    OBSERVATION_MODES,
+    REGIMES,
+    SC_MAX,
+    SC_MIN,
+    Regime,
+    StressSpec,
+    episode_seed,
+)
 
 Fact = tuple[str, ...]
 Action = tuple[str, ...]
 State = frozenset[Fact]
 Canonical = tuple[Fact, ...]
-
-#: supported state cardinalities (every integer in between is a distinct world size)
-SC_MIN, SC_MAX = 3, 60
-#: supported dependency densities
-DD_MIN, DD_MAX = 1, 12
-#: the largest horizon and branching a spec accepts (far above the paper's 80 and 16)
-HORIZON_MAX = 100_000
-BRANCHING_MAX = 64
-#: layout families and instances per family (the paper: 10 archetypes x 10 variants)
-N_ARCHETYPES = 10
-N_VARIANTS = 10
-
-OBSERVATION_MODES: tuple[str, ...] = ("clean", "partial", "distractor", "conflict")
-MUTATION_LEVELS: tuple[str, ...] = ("static", "low", "medium", "high")
-#: probability, per step, that the world changes once without the agent's doing
-MUTATION_RATES: Mapping[str, float] = {"static": 0.0, "low": 0.05, "medium": 0.15, "high": 0.35}
 
 
 class BadText(ValueError):
@@ -181,143 +181,6 @@ def parse_facts(text: str) -> list[Fact]:
                 raise BadText(f"more than {MAX_FACTS} facts")
             pos = m.end()
     return facts
-
-
-# --- stress axes -----------------------------------------------------------------
-
-
-def _int_in(name: str, value: object, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name}: must be an integer in {lo}..{hi}, got {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: must be in {lo}..{hi}, got {value}")
-
-
-@dataclass(frozen=True, slots=True)
-class StressSpec:
-    """One point of the stress grid. Validated on construction: a bad value raises
-    ``ValueError`` whose message starts with the field's name.
-
-    - ``sc``: state cardinality, the number of jointly tracked entities (3..60);
-    - ``dd``: dependency density, preconditions per subgoal (1..12);
-    - ``horizon``: T, the episode ends after this many steps (1..100000);
-    - ``branching``: the branching factor (1..64); each environment documents how it
-      changes the number of valid actions;
-    - ``observation``: one of :data:`OBSERVATION_MODES`;
-    - ``mutation``: one of :data:`MUTATION_LEVELS`.
-    """
-
-    sc: int
-    dd: int
-    horizon: int = 40
-    branching: int = 4
-    observation: str = "clean"
-    mutation: str = "static"
-
-    def __post_init__(self) -> None:
-        _int_in("sc", self.sc, SC_MIN, SC_MAX)
-        _int_in("dd", self.dd, DD_MIN, DD_MAX)
-        _int_in("horizon", self.horizon, 1, HORIZON_MAX)
-        _int_in("branching", self.branching, 1, BRANCHING_MAX)
-        if self.observation not in OBSERVATION_MODES:
-            modes = ", ".join(OBSERVATION_MODES)
-            raise ValueError(f"observation: must be one of {modes}, got {self.observation!r}")
-        if self.mutation not in MUTATION_LEVELS:
-            raise ValueError(f"mutation: must be one of {', '.join(MUTATION_LEVELS)}, got {self.mutation!r}")
-
-    def replace(self, **changes: Any) -> StressSpec:
-        """A copy with some axes changed (validated): one-axis ablations from a backdrop."""
-        return replace(self, **changes)
-
-    @property
-    def mutation_rate(self) -> float:
-        return MUTATION_RATES[self.mutation]
-
-    def cell(self) -> tuple[str, ...]:
-        """The grid-cell coordinates that seed an episode, labelled (``sc=5``, ...)."""
-        return tuple(f"{f.name}={getattr(self, f.name)}" for f in fields(self))
-
-    @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> StressSpec:
-        """A spec from config keys (``T`` is accepted for ``horizon``); unknown keys
-        raise ``ValueError`` naming them."""
-        data = dict(values)
-        if "T" in data:
-            if "horizon" in data:
-                raise ValueError("horizon: given twice (as T and as horizon)")
-            data["horizon"] = data.pop("T")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ValueError(f"{unknown[0]}: not a stress axis (known: {', '.join(sorted(known))})")
-        for key in ("sc", "dd"):
-            if key not in data:
-                raise ValueError(f"{key}: required")
-        return cls(**data)
-
-
-@dataclass(frozen=True, slots=True)
-class Regime:
-    """A backdrop of Table 11: the axes not under study. ``sc``/``dd`` of ``None`` are
-    left to the grid (Regime III)."""
-
-    name: str
-    title: str
-    sc: int | None
-    dd: int | None
-    horizon: int
-    branching: int
-    observation: str
-    mutation: str
-
-    def spec(self, sc: int | None = None, dd: int | None = None) -> StressSpec:
-        """The spec of this regime; ``sc``/``dd`` must be given where the regime leaves
-        them free and must agree where it fixes them. Ablations change one axis
-        afterwards with :meth:`StressSpec.replace`."""
-        values: dict[str, int] = {}
-        for key, given in (("sc", sc), ("dd", dd)):
-            fixed = getattr(self, key)
-            if fixed is None:
-                if given is None:
-                    raise ValueError(f"{key}: regime {self.name} leaves {key} to the grid; give it")
-                values[key] = given
-            else:
-                if given is not None and given != fixed:
-                    raise ValueError(f"{key}: regime {self.name} fixes {key}={fixed}, got {given}")
-                values[key] = fixed
-        return StressSpec(
-            sc=values["sc"],
-            dd=values["dd"],
-            horizon=self.horizon,
-            branching=self.branching,
-            observation=self.observation,
-            mutation=self.mutation,
-        )
-
-
-#: Table 11: the five world regimes (III is the confirmatory-grid backdrop)
-REGIMES: Mapping[str, Regime] = {
-    "I": Regime("I", "Trivial", 5, 1, 40, 4, "clean", "static"),
-    "II": Regime("II", "Moderate", 10, 2, 40, 4, "clean", "static"),
-    "III": Regime("III", "Coupled", None, None, 40, 4, "clean", "static"),
-    "IV": Regime("IV", "Adversarial", 20, 4, 40, 4, "partial", "low"),
-    "V": Regime("V", "Extreme", 40, 6, 80, 8, "conflict", "medium"),
-}
-
-
-def episode_seed(root: int, cell: StressSpec | Sequence[object], archetype: int, variant: int) -> int:
-    """The seed of one episode: ``derive_seed(root, "world-episode", *cell,
-    "archetype=<a>", "variant=<v>")``, a sha256 of the root seed and the coordinates.
-
-    ``cell`` is a :class:`StressSpec` (its six labelled axes, :meth:`StressSpec.cell`,
-    so every axis value gives its own seeds) or any sequence of coordinates the caller
-    chooses (e.g. ``("sc=10", "dd=6")`` to pair the worlds of a one-axis ablation).
-    The environment receives the archetype separately (it picks the layout family);
-    the variant only enters through the seed."""
-    _int_in("archetype", archetype, 0, 1_000_000)
-    _int_in("variant", variant, 0, 1_000_000)
-    parts = cell.cell() if isinstance(cell, StressSpec) else tuple(str(p) for p in cell)
-    return derive_seed(root, "world-episode", *parts, f"archetype={archetype}", f"variant={variant}")
 
 
 # --- what an episode shows and returns -------------------------------------------

@@ -29,7 +29,7 @@ action for several steps in a row; neither is a success, and the analysis counts
 as failures), success, steps, ``tau_W`` and ``tau_A`` on the same 0-based step index,
 their lag, collapse onset (the first bad step opening a 3-of-next-5 window, a bad step
 being invalid, inconsistent or dependency-wrong) and the collapse type, using
-:mod:`horizonbench.analysis.phase`; for the type, a step's world state is bad when it is
+:mod:`horizonbench.analysis.trajectory`; for the type, a step's world state is bad when it is
 inconsistent or its Jaccard is below 1/2, and its action is bad when it is invalid or
 its declared preconditions are wrong (a wrongly justified action is a planning error).
 A step where the harness fell back (Planner or memory call: the model's answer was
@@ -53,17 +53,17 @@ from typing import Any
 
 import numpy as np
 
-from horizonbench.analysis import phase
+from horizonbench.analysis import trajectory
 from horizonbench.datasets.worlds.agents import Agent, AgentStopped
 from horizonbench.datasets.worlds.base import (
     Action,
     BadText,
     Fact,
-    StressSpec,
     Task,
     format_action,
     parse_action,
 )
+from horizonbench.schemas.worlds import EpisodeSpec
 
 #: the action a text that is no action at all is executed as: a verb no world has, so
 #: the environment labels it ``unknown_action`` and time passes
@@ -76,7 +76,7 @@ FALLBACK_ERROR = "planner_fallback"
 FORMAT_FAILURE = "format_failure"
 #: the collapse types of world episodes: the analysis's four, and ``format`` (the
 #: model's answers were unusable, see the module docstring)
-COLLAPSE_TYPES: tuple[str, ...] = (*phase.COLLAPSE_TYPES, "format")
+COLLAPSE_TYPES: tuple[str, ...] = (*trajectory.COLLAPSE_TYPES, "format")
 #: the harness roles whose fallback makes a step a format signal (not Self-Diag: its
 #: verdict never gates the action)
 _FORMAT_ROLES = frozenset({"planner", "updater", "summary"})
@@ -108,19 +108,6 @@ def jaccard(a: frozenset[Fact] | set[Fact], b: frozenset[Fact] | set[Fact]) -> f
     """|a & b| / |a | b|; two empty states agree (1.0)."""
     union = len(a | b)
     return len(a & b) / union if union else 1.0
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeSpec:
-    """Which episode to run: the environment, the stress point, the seed and the
-    archetype, plus labels that go into the tables unchanged."""
-
-    env: str
-    spec: StressSpec
-    seed: int
-    archetype: int
-    variant: int
-    regime: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +157,7 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
         gold_pre = env.preconditions(action)
         dep_ok: bool | None = None
         if move.preconditions is not None:
-            dep_ok = gold_pre is not None and phase.dependency_correct(
+            dep_ok = gold_pre is not None and trajectory.dependency_correct(
                 env.normalize(move.preconditions), gold_pre
             )
         result = env.step(action)
@@ -238,9 +225,9 @@ def _collapse_type(
         return "format"
     if onset is None:
         return None
-    if int(format_bad[onset : onset + phase.ONSET_WINDOW].sum()) >= phase.ONSET_K:
+    if int(format_bad[onset : onset + trajectory.ONSET_WINDOW].sum()) >= trajectory.ONSET_K:
         return "format"
-    return phase.collapse_type(world_bad, action_bad, self_bad, onset=onset)
+    return trajectory.collapse_type(world_bad, action_bad, self_bad, onset=onset)
 
 
 def _episode_row(
@@ -257,11 +244,11 @@ def _episode_row(
     consistent = np.array([r["consistent"] for r in rows], dtype=bool)
     dep = np.array([r["dependency_correct"] is not False for r in rows], dtype=bool)
     checks = [r["self_check_correct"] for r in rows]
-    tw, ta = phase.tau_w(R), phase.tau_a(valid)
-    tw_onset = phase.tau_w_onset(R)
-    bad = phase.bad_steps(valid, consistent, dep)
-    onset = phase.collapse_onset(bad)
-    world_bad = ~consistent | (R < phase.TAU_W_THRESHOLD)
+    tw, ta = trajectory.tau_w(R), trajectory.tau_a(valid)
+    tw_onset = trajectory.tau_w_onset(R)
+    bad = trajectory.bad_steps(valid, consistent, dep)
+    onset = trajectory.collapse_onset(bad)
+    world_bad = ~consistent | (R < trajectory.TAU_W_THRESHOLD)
     self_bad = (
         np.array([c is False for c in checks], dtype=bool) if any(c is not None for c in checks) else None
     )

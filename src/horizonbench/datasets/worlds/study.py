@@ -27,13 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from horizonbench.datasets.worlds.agents import make_agent
-from horizonbench.datasets.worlds.base import (
-    HORIZON_MAX,
-    REGIMES,
-    StressSpec,
-    episode_seed,
-)
+from horizonbench.datasets.worlds.base import HORIZON_MAX
 from horizonbench.datasets.worlds.episode import EpisodeSpec, run_episode
+from horizonbench.schemas.worlds import Study
+
+__all__ = ["AgentSpec", "ENVIRONMENTS", "Study", "environment_class", "resolve_horizon", "run_shard"]
 
 #: environment name -> "module:class" (imported on first use)
 ENVIRONMENTS: Mapping[str, str] = {
@@ -59,48 +57,6 @@ class AgentSpec:
     name: str
     kind: str
     params: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Study:
-    """The episodes a config asks for (see the module docstring)."""
-
-    environments: tuple[str, ...]
-    regime: str
-    sc: tuple[int, ...]
-    dd: tuple[int, ...]
-    archetypes: int
-    variants: int
-    axes: Mapping[str, Any] = field(default_factory=dict)
-    horizon_factor: float | None = None
-
-    def specs(self) -> list[StressSpec]:
-        """The spec of every (sc, dd) cell, validated: the regime's backdrop with the
-        study's one-axis changes."""
-        regime = REGIMES[self.regime]
-        backdrop = {
-            "horizon": regime.horizon,
-            "branching": regime.branching,
-            "observation": regime.observation,
-            "mutation": regime.mutation,
-            **self.axes,
-        }
-        return [StressSpec(sc=sc, dd=dd, **backdrop) for sc in self.sc for dd in self.dd]
-
-    def episodes(self, root_seed: int) -> list[EpisodeSpec]:
-        """Every episode of the study, in a fixed order (environment, cell, archetype,
-        variant)."""
-        out = []
-        for env in self.environments:
-            for spec in self.specs():
-                cell = [f"env={env}", *spec.cell()]
-                if self.horizon_factor is not None:
-                    cell[cell.index(f"horizon={spec.horizon}")] = "horizon=relative"
-                for a in range(self.archetypes):
-                    for v in range(self.variants):
-                        seed = episode_seed(root_seed, cell, a, v)
-                        out.append(EpisodeSpec(env, spec, seed, a, v, self.regime))
-        return out
 
 
 def resolve_horizon(ep: EpisodeSpec, factor: float | None) -> EpisodeSpec:
