@@ -19,35 +19,41 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
 
-from horizonbench.analysis.phase import (
-    COLLAPSE_TYPES,
-    _restricted_mle,
-    _restricted_mle_numeric,
-    abrupt_transition,
-    bad_steps,
+from horizonbench.analysis.effect_sizes import (
     benjamini_hochberg,
     bonferroni,
-    cliffs,
     cliffs_delta,
     cliffs_delta_label,
     cohens_h,
     cohens_h_label,
-    collapse_onset,
-    collapse_type,
-    critical_point,
-    critical_point_bootstrap,
-    dependency_correct,
     hodges_lehmann,
     holm,
-    lag,
-    lag_distribution,
     mann_whitney,
-    miettinen_nurminen_test,
+)
+from horizonbench.analysis.phase import (
+    abrupt_transition,
+    cliffs,
+    critical_point,
+    critical_point_bootstrap,
     phase_grid,
-    tau_a,
-    tau_w,
     w_trans,
     wilson_interval,
+)
+from horizonbench.analysis.risk_difference import (
+    _restricted_mle,
+    _restricted_mle_numeric,
+    miettinen_nurminen_test,
+)
+from horizonbench.analysis.trajectory import (
+    COLLAPSE_TYPES,
+    bad_steps,
+    collapse_onset,
+    collapse_type,
+    dependency_correct,
+    lag,
+    lag_distribution,
+    tau_a,
+    tau_w,
 )
 
 # --------------------------------------------------------------------------------------

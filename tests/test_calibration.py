@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from horizonbench.analysis import compare as cmp
-from horizonbench.analysis import phase
+from horizonbench.analysis import trajectory
 from horizonbench.calibration import (
     Case,
     Target,
@@ -110,27 +110,27 @@ def test_study_seeds_are_sha256_keyed_and_distinct(seed, n):
 def test_a_trace_fails_where_it_was_planted(seed, action_at, lag):
     rng = np.random.default_rng(seed)
     R, valid, consistent = world_cases.trace(rng, action_at - lag, action_at)
-    assert phase.tau_a(valid) == action_at
+    assert trajectory.tau_a(valid) == action_at
     assert (R[: action_at - lag] >= world_cases.R_HEALTHY[0]).all()
     assert (R[action_at - lag :] <= world_cases.R_FAILED[1]).all()
     assert not consistent[action_at - lag :].any() and consistent[: action_at - lag].all()
     # the trailing-window tau_W sees the drop within the window, never before it
-    tw = phase.tau_w(R)
-    assert tw is not None and action_at - lag <= tw <= action_at - lag + phase.TAU_W_WINDOW - 1
+    tw = trajectory.tau_w(R)
+    assert tw is not None and action_at - lag <= tw <= action_at - lag + trajectory.TAU_W_WINDOW - 1
     # ... and tau_w_onset dates the drop itself
-    assert phase.tau_w_onset(R) == action_at - lag
+    assert trajectory.tau_w_onset(R) == action_at - lag
 
 
 def test_tau_w_onset_examples():
-    assert phase.tau_w_onset([1.0] * 10) is None
-    assert phase.tau_w_onset([0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1]) == 3  # tau_w is 5
-    assert phase.tau_w(np.array([0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1])) == 5
-    assert phase.tau_w_onset([0.2, 0.9]) == 0  # low from the start: tau_w is 0 already
+    assert trajectory.tau_w_onset([1.0] * 10) is None
+    assert trajectory.tau_w_onset([0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1]) == 3  # tau_w is 5
+    assert trajectory.tau_w(np.array([0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1])) == 5
+    assert trajectory.tau_w_onset([0.2, 0.9]) == 0  # low from the start: tau_w is 0 already
     # a shallow drop takes the whole window to detect: tau_w 4 steps late, the onset not
     R = [1.0] * 6 + [0.4] * 6
-    assert phase.tau_w(R) == 10 and phase.tau_w_onset(R) == 6
+    assert trajectory.tau_w(R) == 10 and trajectory.tau_w_onset(R) == 6
     # never earlier than the window that fired
-    assert phase.tau_w_onset([0.4] * 12) == 0 and phase.tau_w_onset([0.9] * 5 + [0.45] * 10) == 5
+    assert trajectory.tau_w_onset([0.4] * 12) == 0 and trajectory.tau_w_onset([0.9] * 5 + [0.45] * 10) == 5
 
 
 @settings(max_examples=20, deadline=None)

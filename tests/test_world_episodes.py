@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from horizonbench.analysis import phase
+from horizonbench.analysis import phase, trajectory
 from horizonbench.analysis.worlds import critical_points, grid
 from horizonbench.datasets.worlds.agents import AgentStep, BoundedMemoryAgent, OracleAgent
 from horizonbench.datasets.worlds.base import (
@@ -107,7 +107,7 @@ def test_beyond_capacity_the_world_state_goes_wrong_before_the_actions_do():
         failed += 1
         first_wrong = next(s["step"] for s in result.steps if s["jaccard"] < 1.0)
         assert first_wrong < result.episode["tau_a"]
-        assert result.episode["collapse_type"] in phase.COLLAPSE_TYPES
+        assert result.episode["collapse_type"] in trajectory.COLLAPSE_TYPES
     assert failed >= 15
 
 

@@ -4,7 +4,7 @@ The paper reads long-horizon agent failure as a finite-grid phase transition: ov
 (state cardinality ``sc``, dependency density ``dd``) plane the success rate shows a
 solved plateau, a narrow transition band and a collapse floor, and per-step traces show
 the world-state fidelity failing before action validity. This module holds the
-statistics behind those claims and nothing else: arrays and DataFrames in, numbers and
+grid-level statistics behind those claims: arrays and DataFrames in, numbers and
 DataFrames out, no file or network I/O, so the flows decide where results go and the
 tests can check the maths against the paper's own tables.
 
@@ -15,48 +15,34 @@ Grid level (Section 3, Definition 1; Appendices A, H, I, J):
   ``s* = inf{s : p(s) <= 1/2}`` interpolated on the grid, with a percentile bootstrap
   that draws each cell's rate from its Jeffreys posterior;
 * :func:`cliffs`, :func:`abrupt_transition` -- adjacent-cell drops and Definition 1;
-* :func:`w_trans` -- the transition-band width of Appendix J;
-* :func:`miettinen_nurminen_test` -- the one-sided cliff test of Appendix H (G1a).
+* :func:`w_trans` -- the transition-band width of Appendix J.
 
-Effect sizes and multiplicity (Tables 5 and 10, Appendices H and I):
-:func:`mann_whitney`, :func:`hodges_lehmann`, :func:`cliffs_delta`, :func:`cohens_h`
-(with :func:`cliffs_delta_label`, :func:`cohens_h_label`), :func:`bonferroni`,
-:func:`holm`, :func:`benjamini_hochberg`.
-
-Trajectory level (Section 3, Appendix G): :func:`tau_w`, :func:`tau_w_onset`, :func:`tau_a`, :func:`lag`,
-:func:`bad_steps`, :func:`dependency_correct`, :func:`collapse_onset`,
-:func:`collapse_type`, :func:`lag_distribution`.
-
-Where the paper's reference code went wrong we do not follow it: ``tau_w`` and
-``tau_a`` are positions in the *same* per-step arrays (0-based), and dependency
-correctness compares the declared *required* preconditions with the gold *required*
-set (not with the missing ones).
+The rest of the paper's statistics live beside this module:
+:mod:`horizonbench.analysis.risk_difference` (the one-sided Miettinen-Nurminen cliff
+test of Appendix H, G1a), :mod:`horizonbench.analysis.effect_sizes` (rank tests, effect
+sizes and multiplicity corrections of Tables 5 and 10) and
+:mod:`horizonbench.analysis.trajectory` (the per-step collapse times of Section 3 and
+Appendix G).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, special
+from scipy import special
 
-#: cliff margin of Definition 1 and the null of the G1a test (Appendix H: H0 dp <= 0.30)
-CLIFF_MARGIN = 0.30
+from horizonbench.analysis.inputs import bool_series, float_series, require_columns
+from horizonbench.analysis.risk_difference import CLIFF_MARGIN, miettinen_nurminen_test
+
 #: transition band of Appendix H/J (``0.30 <= p <= 0.70``); the paper never gives
 #: numbers for Definition 1's floor/plateau thresholds alpha < beta, so we take the
 #: band edges: a cell at or below 0.30 is floor, at or above 0.70 is plateau
 BAND_LOW = 0.30
 BAND_HIGH = 0.70
-#: trajectory defaults of Section 3 / Appendix G: fidelity window h = 5 below 1/2;
-#: collapse onset is the first 3-of-next-5 bad window
-TAU_W_WINDOW = 5
-TAU_W_THRESHOLD = 0.5
-ONSET_K = 3
-ONSET_WINDOW = 5
 #: p-values computed on a grid are compared with this slack, so 30/100 counts as 0.30
 _TOL = 1e-9
 
@@ -78,58 +64,6 @@ CLIFF_COLUMNS = [
 ]
 ABRUPT_COLUMNS = ["model", "max_drop", "n_cliffs", "plateau_exists", "floor_exists", "abrupt"]
 W_TRANS_COLUMNS = ["model", "dd", "w_trans", "sc_in_band"]
-COLLAPSE_TYPES = ("world_state", "action_validity", "self_check", "compound")
-
-
-# ---------------------------------------------------------------------------
-# small validators
-# ---------------------------------------------------------------------------
-
-
-def _bool_series(values: Iterable, name: str) -> np.ndarray:
-    """A 1-D boolean array from bools or 0/1 numbers; anything else is an error.
-
-    A missing value is refused rather than read as a failure: whether an unscored
-    episode or step counts as bad is the caller's decision, not a silent default.
-    """
-    arr = np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional")
-    if arr.dtype == bool:
-        return arr
-    if arr.size == 0:
-        return arr.astype(bool)
-    try:
-        num = arr.astype(float)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{name} must hold booleans or 0/1 values") from exc
-    if np.isnan(num).any() or not np.isin(num, (0.0, 1.0)).all():
-        raise ValueError(f"{name} must hold booleans or 0/1 values (no missing values)")
-    return num.astype(bool)
-
-
-def _float_series(values: Iterable, name: str) -> np.ndarray:
-    arr = np.asarray(values, dtype=float)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional")
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} must be finite (no NaN or inf)")
-    return arr
-
-
-def _pvalues(pvalues: Iterable[float]) -> np.ndarray:
-    p = np.asarray(pvalues, dtype=float)
-    if p.ndim != 1:
-        raise ValueError("p-values must be one-dimensional")
-    if np.isnan(p).any() or (p < 0).any() or (p > 1).any():
-        raise ValueError("p-values must lie in [0, 1] (no NaN)")
-    return p
-
-
-def _require_columns(df: pd.DataFrame, columns: Sequence[str], what: str) -> None:
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{what} lacks column(s) {missing}")
 
 
 # ---------------------------------------------------------------------------
@@ -189,11 +123,11 @@ def phase_grid(episodes: pd.DataFrame, conf: float = 0.95) -> pd.DataFrame:
     Missing ``success`` values are refused: an episode that was not scored must be
     dropped or scored by the caller, not silently counted as a failure.
     """
-    _require_columns(episodes, ["model", "sc", "dd", "success"], "episodes")
+    require_columns(episodes, ["model", "sc", "dd", "success"], "episodes")
     keys = episodes[["model", "sc", "dd"]]
     if keys.isna().any().any():
         raise ValueError("model, sc and dd must not be missing")
-    success = _bool_series(episodes["success"].to_numpy(), "success")
+    success = bool_series(episodes["success"].to_numpy(), "success")
     frame = keys.copy()
     frame["success"] = success.astype(np.int64)
     if frame.empty:
@@ -257,8 +191,8 @@ def _crossing(s: np.ndarray, p: np.ndarray) -> tuple[float, int]:
 
 
 def _sorted_curve(sc_values, p_values) -> tuple[np.ndarray, np.ndarray]:
-    s = _float_series(sc_values, "sc_values")
-    p = _float_series(p_values, "p_values")
+    s = float_series(sc_values, "sc_values")
+    p = float_series(p_values, "p_values")
     if s.shape != p.shape:
         raise ValueError("sc_values and p_values must have the same length")
     if ((p < 0) | (p > 1)).any():
@@ -357,7 +291,7 @@ def critical_point_bootstrap(
     means "beyond the scanned range". The generator is ``numpy.random.default_rng(seed)``
     and cells are visited in sc order, so the result is a function of the inputs.
     """
-    _require_columns(episodes, ["sc", "success"], "episodes")
+    require_columns(episodes, ["sc", "success"], "episodes")
     for col in ("model", "dd"):
         if col in episodes.columns and episodes[col].nunique(dropna=False) > 1:
             raise ValueError(f"episodes mix several values of {col!r}; pass one curve")
@@ -365,8 +299,8 @@ def critical_point_bootstrap(
         raise ValueError("n_boot must be positive")
     if not 0.0 < conf < 1.0:
         raise ValueError("conf must lie strictly between 0 and 1")
-    s_all = _float_series(episodes["sc"].to_numpy(), "sc")
-    y_all = _bool_series(episodes["success"].to_numpy(), "success")
+    s_all = float_series(episodes["sc"].to_numpy(), "sc")
+    y_all = bool_series(episodes["success"].to_numpy(), "success")
     cells = np.unique(s_all)
     rng = np.random.default_rng(seed)
     p_obs = np.empty(cells.size)
@@ -415,7 +349,7 @@ def cliffs(
     hold the one-sided Miettinen-Nurminen test of ``H0: drop <= delta`` (the paper's
     G1a statistic, Appendix H); otherwise they are NaN.
     """
-    _require_columns(grid, ["model", "sc", "dd", "p"], "grid")
+    require_columns(grid, ["model", "sc", "dd", "p"], "grid")
     has_counts = "successes" in grid.columns and "n" in grid.columns
     rows = []
     for model, by_model in grid.groupby("model", sort=True):
@@ -470,7 +404,7 @@ def abrupt_transition(
     rather than every pair. A model with a single sc value has no pair, so
     ``max_drop`` is NaN and the verdict is False.
     """
-    _require_columns(grid, ["model", "sc", "dd", "p"], "grid")
+    require_columns(grid, ["model", "sc", "dd", "p"], "grid")
     pairs = cliffs(grid, delta, alpha, beta)
     rows = []
     for model, by_model in grid.groupby("model", sort=True):
@@ -498,7 +432,7 @@ def w_trans(grid: pd.DataFrame, low: float = BAND_LOW, high: float = BAND_HIGH) 
     which cells carry it. Both ends are inclusive, with a 1e-9 slack so that e.g.
     30/100 counts as 0.30.
     """
-    _require_columns(grid, ["model", "sc", "dd", "p"], "grid")
+    require_columns(grid, ["model", "sc", "dd", "p"], "grid")
     if low > high:
         raise ValueError("low must not exceed high")
     rows = []
@@ -508,542 +442,3 @@ def w_trans(grid: pd.DataFrame, low: float = BAND_LOW, high: float = BAND_HIGH) 
         members = tuple(sorted(cell["sc"].to_numpy()[inside].tolist()))
         rows.append({"model": model, "dd": dd, "w_trans": len(members), "sc_in_band": members})
     return pd.DataFrame(rows, columns=W_TRANS_COLUMNS)
-
-
-# ---------------------------------------------------------------------------
-# Miettinen-Nurminen score test for a risk difference
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class MNTest:
-    """One-sided Miettinen-Nurminen test of ``H0: p1 - p2 <= delta0``."""
-
-    z: float
-    p_value: float
-    diff: float
-    p1_restricted: float
-    p2_restricted: float
-
-
-def _restricted_mle(x1: int, n1: int, x2: int, n2: int, delta0: float) -> tuple[float, float]:
-    """Maximum-likelihood ``(p1, p2)`` subject to ``p1 - p2 = delta0``.
-
-    The score equation is a cubic in ``p1`` with a unique root in the feasible range
-    (the constrained log-likelihood is concave); Farrington and Manning (1990) give it
-    in trigonometric closed form, used here. If rounding pushes that root outside the
-    feasible interval (it can at the edges), a bounded 1-D maximisation takes over.
-    """
-    ph1, ph2 = x1 / n1, x2 / n2
-    if delta0 == 0.0:
-        # the pooled rate, exactly; the cubic has a double root at 0 or 1 when all
-        # outcomes agree, where the trigonometric form loses half its digits
-        pooled = (x1 + x2) / (n1 + n2)
-        return pooled, pooled
-    lo1, hi1 = max(0.0, delta0), min(1.0, 1.0 + delta0)
-    theta = n2 / n1
-    a = 1.0 + theta
-    b = -(1.0 + theta + ph1 + theta * ph2 + delta0 * (theta + 2.0))
-    c = delta0 * delta0 + delta0 * (2.0 * ph1 + theta + 1.0) + ph1 + theta * ph2
-    d = -ph1 * delta0 * (1.0 + delta0)
-    v = b**3 / (3.0 * a) ** 3 - b * c / (6.0 * a * a) + d / (2.0 * a)
-    radicand = b * b / (3.0 * a) ** 2 - c / (3.0 * a)
-    p1 = math.nan
-    if radicand > 0.0:
-        u = math.copysign(math.sqrt(radicand), v if v != 0.0 else 1.0)
-        ratio = min(1.0, max(-1.0, v / u**3))
-        w = (math.pi + math.acos(ratio)) / 3.0
-        p1 = 2.0 * u * math.cos(w) - b / (3.0 * a)
-    if math.isfinite(p1) and lo1 - 1e-9 <= p1 <= hi1 + 1e-9:
-        p1 = min(hi1, max(lo1, p1))
-        # a few Newton steps on the cubic recover the digits acos loses near a
-        # (nearly) repeated root; a step is kept only if it shrinks the residual
-        for _ in range(4):
-            f = ((a * p1 + b) * p1 + c) * p1 + d
-            df = (3.0 * a * p1 + 2.0 * b) * p1 + c
-            if f == 0.0 or df == 0.0:
-                break
-            q = min(hi1, max(lo1, p1 - f / df))
-            if abs(((a * q + b) * q + c) * q + d) >= abs(f):
-                break
-            p1 = q
-        return p1, p1 - delta0
-    return _restricted_mle_numeric(x1, n1, x2, n2, delta0)
-
-
-def _restricted_mle_numeric(x1: int, n1: int, x2: int, n2: int, delta0: float) -> tuple[float, float]:
-    """The same restricted MLE by bounded 1-D maximisation; the closed form's safety net.
-
-    Brent's bounded search never evaluates the end points, where the maximum lies when
-    a group is all successes or all failures, so those are compared as well.
-    """
-    lo1, hi1 = max(0.0, delta0), min(1.0, 1.0 + delta0)
-
-    def negloglik(q1: float) -> float:
-        total = 0.0
-        for x, n, q in ((x1, n1, q1), (x2, n2, q1 - delta0)):
-            q = min(1.0 - 1e-15, max(1e-15, q))
-            total += x * math.log(q) + (n - x) * math.log1p(-q)
-        return -total
-
-    res = optimize.minimize_scalar(negloglik, bounds=(lo1, hi1), method="bounded", options={"xatol": 1e-12})
-    p1 = float(min((float(res.x), lo1, hi1), key=negloglik))
-    return p1, p1 - delta0
-
-
-def miettinen_nurminen_test(x1: int, n1: int, x2: int, n2: int, delta0: float = CLIFF_MARGIN) -> MNTest:
-    """One-sided score test of ``H0: p1 - p2 <= delta0`` against ``p1 - p2 > delta0``.
-
-    This is the paper's G1a statistic (Appendix H, formula in Appendix I): group 1 is
-    the low-stress cell, group 2 the high-stress one, and rejecting H0 says the drop
-    is larger than the margin ``delta0 = 0.30``, not merely non-zero. The statistic::
-
-        z = (p1_hat - p2_hat - delta0) / sqrt(V),
-        V = [p1~(1 - p1~)/n1 + p2~(1 - p2~)/n2] * N / (N - 1),   N = n1 + n2
-
-    uses the restricted MLE ``(p1~, p2~)`` under ``p1 - p2 = delta0`` (the boundary of
-    H0) rather than the observed rates. Why: at the grid's edge cells (100/100 vs
-    0/100) the observed-rate (Wald) variance is zero and the z would be infinite; the
-    restricted variance is not. ``N/(N-1)`` is Miettinen and Nurminen's (1985)
-    correction that makes V unbiased; the paper's Appendix I formula omits it.
-
-    The p-value is ``1 - Phi(z)``. With ``delta0 = 0`` and all outcomes identical the
-    restricted variance is zero and the statistic undefined: z and p_value are NaN.
-    """
-    for name, val in (("x1", x1), ("n1", n1), ("x2", x2), ("n2", n2)):
-        if int(val) != val:
-            raise ValueError(f"{name} must be an integer")
-    x1, n1, x2, n2 = int(x1), int(n1), int(x2), int(n2)
-    if n1 < 1 or n2 < 1 or not (0 <= x1 <= n1 and 0 <= x2 <= n2):
-        raise ValueError("need n >= 1 and 0 <= x <= n in both groups")
-    if not -1.0 < delta0 < 1.0:
-        raise ValueError("delta0 must lie strictly between -1 and 1")
-    p1t, p2t = _restricted_mle(x1, n1, x2, n2, float(delta0))
-    total = n1 + n2
-    var = (p1t * (1.0 - p1t) / n1 + p2t * (1.0 - p2t) / n2) * total / (total - 1.0)
-    diff = x1 / n1 - x2 / n2
-    if var <= 0.0:
-        return MNTest(math.nan, math.nan, diff, p1t, p2t)
-    z = (diff - delta0) / math.sqrt(var)
-    return MNTest(float(z), float(special.ndtr(-z)), diff, p1t, p2t)
-
-
-# ---------------------------------------------------------------------------
-# rank tests, effect sizes, multiplicity
-# ---------------------------------------------------------------------------
-
-
-class MannWhitney(NamedTuple):
-    u: float
-    p_value: float
-
-
-def mann_whitney(a, b, alternative: str = "two-sided") -> MannWhitney:
-    """Mann-Whitney U of sample ``a`` against ``b`` (scipy), default two-sided.
-
-    ``u`` is the statistic of ``a``: the number of pairs with ``a_i > b_j`` plus half
-    the ties. The paper's G1b used one-sided tests per metric (Appendix H); pass
-    ``alternative="greater"`` or ``"less"`` for those. A thin wrapper so the module's
-    callers get one return shape and input checks (no NaN, no empty sample).
-    """
-    x = _float_series(a, "a")
-    y = _float_series(b, "b")
-    if x.size == 0 or y.size == 0:
-        raise ValueError("both samples must be non-empty")
-    from scipy import stats  # 0.3 s of imports that only the rank tests need
-
-    res = stats.mannwhitneyu(x, y, alternative=alternative)
-    return MannWhitney(float(res.statistic), float(res.pvalue))
-
-
-def hodges_lehmann(a, b) -> float:
-    """Hodges-Lehmann shift estimate: the median of all pairwise differences ``a_i - b_j``.
-
-    The location estimate that goes with the Mann-Whitney test (the paper's G1b
-    demands it be at least 0.20 per metric): robust to outliers, and equal to the true
-    shift when ``a`` is ``b`` moved by a constant.
-    """
-    x = _float_series(a, "a")
-    y = _float_series(b, "b")
-    if x.size == 0 or y.size == 0:
-        raise ValueError("both samples must be non-empty")
-    return float(np.median(np.subtract.outer(x, y)))
-
-
-def cliffs_delta(a, b) -> float:
-    """Cliff's delta ``P(a > b) - P(a < b)`` over all pairs, in [-1, 1].
-
-    The paper's effect size for the ablations (Table 5). For 0/1 outcomes it equals
-    the difference of success rates, which is why Table 5 can be read off Table 4.
-    Computed by sorting ``b`` and counting with binary search, O((n + m) log m).
-    """
-    x = _float_series(a, "a")
-    y = np.sort(_float_series(b, "b"))
-    if x.size == 0 or y.size == 0:
-        raise ValueError("both samples must be non-empty")
-    smaller = np.searchsorted(y, x, side="left")  # b_j < a_i
-    larger = y.size - np.searchsorted(y, x, side="right")  # b_j > a_i
-    return float((smaller.sum() - larger.sum()) / (x.size * y.size))
-
-
-def cliffs_delta_label(delta: float) -> str:
-    """Magnitude of Cliff's delta by Romano et al. (2006): 0.147 / 0.33 / 0.474.
-
-    These cut-offs reproduce every code of the paper's Table 5.
-    """
-    d = abs(float(delta))
-    if d < 0.147:
-        return "negligible"
-    if d < 0.33:
-        return "small"
-    if d < 0.474:
-        return "medium"
-    return "large"
-
-
-def cohens_h(p1, p2):
-    """Cohen's h ``2 asin(sqrt p1) - 2 asin(sqrt p2)``; vectorised.
-
-    Why not a plain difference: the arcsine transform stabilises the binomial variance,
-    so a 0.10 gap near 0 or 1 counts for more than the same gap near 0.5 -- the paper
-    uses it to compare models cell by cell (Table 10).
-    """
-    a = np.asarray(p1, dtype=float)
-    b = np.asarray(p2, dtype=float)
-    if np.isnan(a).any() or np.isnan(b).any() or ((a < 0) | (a > 1) | (b < 0) | (b > 1)).any():
-        raise ValueError("proportions must lie in [0, 1]")
-    h = 2.0 * np.arcsin(np.sqrt(a)) - 2.0 * np.arcsin(np.sqrt(b))
-    return float(h) if h.ndim == 0 else h
-
-
-def cohens_h_label(h: float) -> str:
-    """Magnitude of Cohen's h by Cohen (1988): 0.2 / 0.5 / 0.8 (the codes of Table 10)."""
-    v = abs(float(h))
-    if v < 0.2:
-        return "negligible"
-    if v < 0.5:
-        return "small"
-    if v < 0.8:
-        return "medium"
-    return "large"
-
-
-def bonferroni(pvalues) -> np.ndarray:
-    """Bonferroni-adjusted p-values ``min(1, m p)`` in the input order.
-
-    Controls the family-wise error rate under any dependence; the paper applies it at
-    alpha = 0.01 to the secondary-axis family (Appendix I).
-    """
-    p = _pvalues(pvalues)
-    return np.minimum(1.0, p * p.size)
-
-
-def holm(pvalues) -> np.ndarray:
-    """Holm step-down adjusted p-values in the input order.
-
-    With the sorted p-values ``p_(1) <= ... <= p_(m)`` the adjusted value of ``p_(i)``
-    is ``max_{j <= i} min(1, (m - j + 1) p_(j))``. Same family-wise guarantee as
-    Bonferroni but uniformly more powerful; the paper's G1b uses it (Appendix H).
-    """
-    p = _pvalues(pvalues)
-    m = p.size
-    if m == 0:
-        return p.copy()
-    order = np.argsort(p, kind="stable")
-    scaled = np.minimum(1.0, p[order] * (m - np.arange(m)))
-    adjusted = np.empty(m)
-    adjusted[order] = np.maximum.accumulate(scaled)
-    return adjusted
-
-
-def benjamini_hochberg(pvalues) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (q-values) in the input order.
-
-    The adjusted value of ``p_(i)`` is ``min_{j >= i} min(1, m p_(j) / j)``; rejecting
-    where it is at most q controls the false-discovery rate at q for independent or
-    positively dependent tests (the paper uses q = 0.05, Appendix I).
-    """
-    p = _pvalues(pvalues)
-    m = p.size
-    if m == 0:
-        return p.copy()
-    order = np.argsort(p, kind="stable")
-    scaled = np.minimum(1.0, p[order] * m / np.arange(1, m + 1))
-    adjusted = np.empty(m)
-    adjusted[order] = np.minimum.accumulate(scaled[::-1])[::-1]
-    return adjusted
-
-
-# ---------------------------------------------------------------------------
-# trajectory metrics
-# ---------------------------------------------------------------------------
-
-
-def tau_w(R, h: int = TAU_W_WINDOW, threshold: float = TAU_W_THRESHOLD) -> int | None:
-    """First step at which the trailing fidelity mean drops below ``threshold``.
-
-    ``R[t]`` is the gold-scored fidelity (Appendix G: Jaccard of agent and gold world
-    state) of the state the agent held when it chose action ``t``, so ``R`` and the
-    validity series of :func:`tau_a` index the same steps. Section 3 defines
-    ``tau_W = inf{t : mean(R_{t-h+1..t}) < 1/2}`` with ``h = 5``; we return that ``t``
-    as a 0-based position in ``R``, or None if the mean never drops below.
-
-    For ``t < h - 1`` the window would reach before the episode; we use the mean of the
-    steps available (``R_0..R_t``) instead of padding or skipping. Why: skipping would
-    make a world state that is wrong from the very first step look healthy for four
-    steps, and padding would invent fidelity values; the available-window mean detects
-    an early collapse as soon as the data show it.
-
-    Fidelity values must be finite: a step whose state could not be read must be
-    scored by the caller (e.g. as 0), not left missing -- the reference code turned a
-    malformed update into an empty state silently.
-    """
-    r = _float_series(R, "R")
-    if h < 1:
-        raise ValueError("h must be at least 1")
-    if r.size == 0:
-        return None
-    # window sums computed window by window, not as differences of a running sum: the
-    # latter loses low-order bits over a long episode and can move a mean that equals
-    # the threshold to just below it
-    head = min(h - 1, r.size)
-    means = [float(r[: t + 1].sum()) / (t + 1) for t in range(head)]
-    if r.size >= h:
-        means.extend(np.lib.stride_tricks.sliding_window_view(r, h).sum(axis=1) / h)
-    hits = np.flatnonzero(np.asarray(means) < threshold)
-    return int(hits[0]) if hits.size else None
-
-
-def tau_w_onset(R, h: int = TAU_W_WINDOW, threshold: float = TAU_W_THRESHOLD) -> int | None:
-    """The step at which the fidelity drop that :func:`tau_w` detects began.
-
-    ``tau_w`` fires when the *trailing mean* of ``h`` steps falls below ``threshold``, so it
-    lags the drop itself: a fall from about 0.9 to about 0.15 needs three low steps in the
-    window, and ``tau_w`` lands two steps after the first of them (the calibration suite's
-    lag case: a world state failing 4 steps before the first invalid action reads as a
-    lag of -1.9, and a simultaneous failure as +2.1, i.e. "action first"). This is the
-    first step of the window ending at ``tau_w`` from which every fidelity value through
-    ``tau_w`` is below ``threshold``; ``tau_w`` itself when its own value is not below
-    (the mean fell without a sustained run). None when ``tau_w`` is None.
-    """
-    r = _float_series(R, "R")
-    tw = tau_w(r, h, threshold)
-    if tw is None:
-        return None
-    start = tw
-    while start > max(0, tw - h + 1) and r[start - 1] < threshold and r[start] < threshold:
-        start -= 1
-    return int(start)
-
-
-def tau_a(valid) -> int | None:
-    """First step index (0-based, same index as :func:`tau_w`) with an invalid action.
-
-    ``valid[t]`` says whether action ``t`` had all its gold preconditions in the gold
-    state (Appendix G). The paper writes ``inf{t >= 1 : A_t = 0}`` with 1-based steps
-    and its reference code counted ``tau_W`` and ``tau_A`` on different step indices,
-    which shifts every lag; here both are positions in per-step arrays of one episode.
-    None when every action was valid.
-    """
-    v = _bool_series(valid, "valid")
-    bad = np.flatnonzero(~v)
-    return int(bad[0]) if bad.size else None
-
-
-def lag(R, valid, h: int = TAU_W_WINDOW, threshold: float = TAU_W_THRESHOLD) -> int | None:
-    """``tau_w - tau_a`` for one episode; negative means the world state failed first.
-
-    Both series must have one entry per step (same length), which is the guarantee
-    that the two times are on the same index. None when either time is undefined.
-    """
-    r = _float_series(R, "R")
-    v = _bool_series(valid, "valid")
-    if r.size != v.size:
-        raise ValueError("R and valid must have one entry per step (same length)")
-    tw, ta = tau_w(r, h, threshold), tau_a(v)
-    if tw is None or ta is None:
-        return None
-    return tw - ta
-
-
-def dependency_correct(declared_required: Iterable, gold_required: Iterable) -> bool:
-    """Whether the Planner's declared required preconditions equal the gold required set.
-
-    Appendix G's "dependency correctness". The reference code compared the declared
-    *required* set with the gold *missing* preconditions, which marks a perfect
-    declaration wrong whenever nothing is missing; here like is compared with like.
-    Order and repetition do not matter.
-    """
-    return set(declared_required) == set(gold_required)
-
-
-def bad_steps(action_valid, world_consistent, dependency_ok) -> np.ndarray:
-    """Appendix H's ``bad(t) = not valid or not consistent or not dependency-correct``."""
-    a = _bool_series(action_valid, "action_valid")
-    w = _bool_series(world_consistent, "world_consistent")
-    d = _bool_series(dependency_ok, "dependency_ok")
-    if not a.size == w.size == d.size:
-        raise ValueError("per-step series must have the same length")
-    return ~a | ~w | ~d
-
-
-def collapse_onset(
-    bad, k: int = ONSET_K, window: int = ONSET_WINDOW, require_bad_start: bool = True
-) -> int | None:
-    """First step ``t`` such that at least ``k`` of steps ``t .. t + window - 1`` are bad.
-
-    Appendix G's collapse onset ``tau_o``: "first step of a 3-of-next-5 bad window".
-    Why a k-of-window rule and not the first bad step: an isolated slip that the agent
-    recovers from is not a collapse.
-
-    ``require_bad_start`` (default) also asks step ``t`` itself to be bad. Without it
-    the window, which looks *forward*, can start on good steps: for
-    ``bad = 0 0 0 0 0 0 1 1 1`` the bare rule dates the collapse at step 4, two steps
-    before the first error. Any qualifying window still qualifies when moved forward
-    to its first bad step (it loses only good steps), so the anchored onset is the
-    first bad step that opens a k-of-window run, and it differs from the bare rule
-    only by those leading good steps. ``require_bad_start=False`` gives the bare rule.
-
-    Near the end of an episode the window is whatever steps remain, and it still needs
-    ``k`` bad steps: an episode that ends in a burst of errors has collapsed even if it
-    stopped before five more steps. None if no window qualifies.
-    """
-    b = _bool_series(bad, "bad")
-    if not 1 <= k <= window:
-        raise ValueError("need 1 <= k <= window")
-    if b.size == 0:
-        return None
-    csum = np.concatenate(([0], np.cumsum(b.astype(np.int64))))
-    t = np.arange(b.size)
-    end = np.minimum(b.size, t + window)
-    ok = csum[end] - csum[t] >= k
-    if require_bad_start:
-        ok &= b
-    hits = np.flatnonzero(ok)
-    return int(hits[0]) if hits.size else None
-
-
-def collapse_type(
-    world_bad,
-    action_bad,
-    self_check_bad=None,
-    k: int = ONSET_K,
-    window: int = ONSET_WINDOW,
-    onset: int | None = None,
-) -> str | None:
-    """Which per-step signal drives the collapse: one of :data:`COLLAPSE_TYPES` or None.
-
-    Signals (one bool per step, True = bad): ``world_bad`` (world state wrong, e.g.
-    fidelity below 1/2 or inconsistent), ``action_bad`` (invalid action),
-    ``self_check_bad`` (Self-Diag disagreed with the gold validity verdict; optional).
-
-    Rule. The onset window is ``[onset, onset + window)``; ``onset`` defaults to
-    :func:`collapse_onset` of the union of the signals (pass your own, e.g. from
-    :func:`bad_steps`, to use the paper's bad-step definition). No onset: None. In the
-    window, a signal that is bad on at least ``k`` steps meets the onset criterion on
-    its own; exactly one such signal names the type, two or more give "compound". If no
-    signal reaches ``k`` alone, the signals present in the window decide: one signal
-    present names the type, several give "compound" (the collapse needed them
-    together), none gives None. Why this rule: the type should say which failure was
-    sufficient for the collapse, not which one happened to appear once in it.
-    """
-    signals = {
-        "world_state": _bool_series(world_bad, "world_bad"),
-        "action_validity": _bool_series(action_bad, "action_bad"),
-    }
-    if self_check_bad is not None:
-        signals["self_check"] = _bool_series(self_check_bad, "self_check_bad")
-    sizes = {s.size for s in signals.values()}
-    if len(sizes) != 1:
-        raise ValueError("per-step signals must have the same length")
-    if onset is None:
-        union = np.zeros(sizes.pop(), dtype=bool)
-        for s in signals.values():
-            union |= s
-        onset = collapse_onset(union, k, window)
-        if onset is None:
-            return None
-    counts = {name: int(s[onset : onset + window].sum()) for name, s in signals.items()}
-    dominant = [name for name, c in counts.items() if c >= k]
-    if not dominant:
-        dominant = [name for name, c in counts.items() if c > 0]
-    if not dominant:
-        return None
-    return dominant[0] if len(dominant) == 1 else "compound"
-
-
-def mean_t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Student-t interval of a mean (NaN below two values; the point when they all agree).
-
-    Deterministic, unlike a bootstrap, so a rebuilt analysis gives the same bytes; the
-    calibration suite checks its coverage on planted lags."""
-    from scipy import stats  # lazily, as for the rank tests: start-up pays for what it uses
-
-    v = np.asarray(values, dtype=float)
-    n = int(v.size)
-    if n < 2:
-        return math.nan, math.nan
-    m = float(v.mean())
-    half = float(stats.t.ppf(0.5 + level / 2, n - 1) * v.std(ddof=1) / math.sqrt(n))
-    return m - half, m + half
-
-
-def lag_distribution(episodes: pd.DataFrame) -> dict[str, float]:
-    """Summary of ``tau_w - tau_a`` over failed episodes with both times defined.
-
-    ``episodes`` has columns ``success`` (bool/0-1), ``tau_w`` and ``tau_a`` (numbers,
-    NaN/None when undefined). Section 5.1's mechanism claim is about *failed* episodes
-    whose world state and action validity both failed ("paired"), so only those enter.
-    Returns counts and, over the paired episodes, the median and mean lag with the
-    mean's t interval (``mean_low``/``mean_high``), and the shares with the world state
-    first (``tau_w < tau_a``), simultaneous, and action first; the statistics are NaN
-    when no episode is paired.
-
-    ``tau_w`` is the paper's (the trailing mean of 5 steps below 1/2): it fires about
-    two steps after a sharp drop, so its lag reads late by that much (the calibration
-    suite: a world state failing 4 steps first reads -1.9). With a ``tau_w_onset``
-    column (:func:`tau_w_onset`, the start of the drop ``tau_w`` detects) the same
-    summary of ``tau_w_onset - tau_a`` comes beside it (``onset_*``): that is the lag
-    the suite recovers within its interval.
-    """
-    _require_columns(episodes, ["success", "tau_w", "tau_a"], "episodes")
-    success = _bool_series(episodes["success"].to_numpy(), "success")
-    tw = pd.to_numeric(episodes["tau_w"], errors="raise").to_numpy(dtype=float)
-    ta = pd.to_numeric(episodes["tau_a"], errors="raise").to_numpy(dtype=float)
-    failed = ~success
-    paired = failed & np.isfinite(tw) & np.isfinite(ta)
-    lags = tw[paired] - ta[paired]
-    n = int(lags.size)
-
-    def share(mask: np.ndarray) -> float:
-        return float(mask.mean()) if n else math.nan
-
-    low, high = mean_t_interval(lags)
-    out: dict[str, float] = {
-        "n_episodes": int(success.size),
-        "n_failed": int(failed.sum()),
-        "count": n,
-        "median": float(np.median(lags)) if n else math.nan,
-        "mean": float(lags.mean()) if n else math.nan,
-        "share_world_first": share(lags < 0),
-        "share_simultaneous": share(lags == 0),
-        "share_action_first": share(lags > 0),
-        "mean_low": low,
-        "mean_high": high,
-    }
-    if "tau_w_onset" in episodes.columns:
-        on = pd.to_numeric(episodes["tau_w_onset"], errors="raise").to_numpy(dtype=float)
-        both = failed & np.isfinite(on) & np.isfinite(ta)
-        onset_lags = on[both] - ta[both]
-    else:
-        onset_lags = np.empty(0)
-    k = int(onset_lags.size)
-    o_low, o_high = mean_t_interval(onset_lags)
-    out.update(
-        onset_count=k,
-        onset_mean=float(onset_lags.mean()) if k else math.nan,
-        onset_mean_low=o_low,
-        onset_mean_high=o_high,
-        onset_share_world_first=float((onset_lags < 0).mean()) if k else math.nan,
-    )
-    return out

@@ -42,7 +42,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from horizonbench.analysis import phase
+from horizonbench.analysis import effect_sizes, phase, trajectory
 
 GRID_COLUMNS = ["env", *phase.GRID_COLUMNS, "budget_exceeded", "n_finished", "p_finished"]
 CRITICAL_COLUMNS = [
@@ -155,7 +155,7 @@ BUDGET_EXCEEDED = "budget_exceeded"
 #: the outcome of an episode whose model wrote no usable action for several steps
 FORMAT_FAILURE = "format_failure"
 #: collapse types counted by :func:`step_metrics` (``datasets/worlds/episode.py``)
-COLLAPSE_TYPES: tuple[str, ...] = (*phase.COLLAPSE_TYPES, "format")
+COLLAPSE_TYPES: tuple[str, ...] = (*trajectory.COLLAPSE_TYPES, "format")
 
 
 def left_out(episodes: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
@@ -270,7 +270,7 @@ def contrasts(episodes: pd.DataFrame) -> pd.DataFrame:
             for a, b in zip(scs[:-1], scs[1:], strict=True):
                 x = curve[curve["sc"] == a]
                 y = curve[curve["sc"] == b]
-                h = phase.cohens_h(float(x["success"].mean()), float(y["success"].mean()))
+                h = effect_sizes.cohens_h(float(x["success"].mean()), float(y["success"].mean()))
                 # an episode stopped before its first step has no Jaccard: it is in the
                 # success contrast (a failure) but not in the world-state one
                 jx, jy = x["mean_jaccard"].to_numpy(float), y["mean_jaccard"].to_numpy(float)
@@ -280,9 +280,9 @@ def contrasts(episodes: pd.DataFrame) -> pd.DataFrame:
                 elif np.ptp(np.concatenate([jx, jy])) == 0.0:
                     u, p = float(jx.size * jy.size) / 2.0, 1.0  # identical samples: no evidence
                 else:
-                    u, p = phase.mann_whitney(jx, jy)
+                    u, p = effect_sizes.mann_whitney(jx, jy)
                 if jx.size and jy.size:
-                    hl, d = phase.hodges_lehmann(jx, jy), phase.cliffs_delta(jx, jy)
+                    hl, d = effect_sizes.hodges_lehmann(jx, jy), effect_sizes.cliffs_delta(jx, jy)
                 rows.append(
                     {
                         "env": env,
@@ -291,12 +291,12 @@ def contrasts(episodes: pd.DataFrame) -> pd.DataFrame:
                         "sc_from": int(a),
                         "sc_to": int(b),
                         "cohens_h": float(h),
-                        "cohens_h_label": phase.cohens_h_label(float(h)),
+                        "cohens_h_label": effect_sizes.cohens_h_label(float(h)),
                         "mw_u": float(u),
                         "mw_p": float(p),
                         "hodges_lehmann": hl,
                         "cliffs_delta": d,
-                        "cliffs_delta_label": None if math.isnan(d) else phase.cliffs_delta_label(d),
+                        "cliffs_delta_label": None if math.isnan(d) else effect_sizes.cliffs_delta_label(d),
                     }
                 )
     if not rows:
@@ -305,9 +305,9 @@ def contrasts(episodes: pd.DataFrame) -> pd.DataFrame:
     p = out["mw_p"].to_numpy(float)
     tested = np.isfinite(p)  # adjusted over the tests that were made
     for col, adjust in (
-        ("mw_p_holm", phase.holm),
-        ("mw_p_bonferroni", phase.bonferroni),
-        ("mw_p_bh", phase.benjamini_hochberg),
+        ("mw_p_holm", effect_sizes.holm),
+        ("mw_p_bonferroni", effect_sizes.bonferroni),
+        ("mw_p_bh", effect_sizes.benjamini_hochberg),
     ):
         adjusted = np.full(p.size, math.nan)
         adjusted[tested] = adjust(p[tested])
@@ -319,7 +319,7 @@ def lags(episodes: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for env, part in _by_env(episodes):
         for model, sub in part.groupby("model", sort=True):
-            rows.append({"env": env, "model": model, **phase.lag_distribution(sub)})
+            rows.append({"env": env, "model": model, **trajectory.lag_distribution(sub)})
     return pd.DataFrame(rows, columns=LAG_COLUMNS) if rows else _empty(LAG_COLUMNS)
 
 
@@ -422,7 +422,7 @@ def harness(episodes: pd.DataFrame) -> pd.DataFrame:
         low, high = phase.wilson_interval(k, n)
         finished = n - int(budget.sum())
         fmt = int(part["outcome"].eq(FORMAT_FAILURE).sum()) if "outcome" in part else 0
-        lag = phase.lag_distribution(measured)
+        lag = trajectory.lag_distribution(measured)
         steps = int(part["steps"].sum())
         calls = int(part["calls"].sum())
         rows.append(

@@ -2,8 +2,8 @@
 
 Studies simulate per-step traces (the steps table's ``jaccard``, ``action_valid``,
 ``consistent``, ``dependency_correct``), reduce them to episode rows exactly as the
-episode writer does (``phase.tau_w``, ``phase.tau_a``, ``phase.bad_steps``,
-``phase.collapse_onset``, ``phase.collapse_type``) and read the study's tables through
+episode writer does (``trajectory.tau_w``, ``trajectory.tau_a``, ``trajectory.bad_steps``,
+``trajectory.collapse_onset``, ``trajectory.collapse_type``) and read the study's tables through
 ``analysis/worlds.py`` (``lags``, ``step_metrics``), the functions the pipeline calls.
 """
 
@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from horizonbench.analysis import phase, worlds
+from horizonbench.analysis import phase, trajectory, worlds
 from horizonbench.calibration.base import COVERAGE_95, FALSE_POSITIVE_5, REPORT, Case, Trial, register
 
 #: steps per episode and failed episodes per study
@@ -33,11 +33,13 @@ JITTER = 2
 def episode_row(R: np.ndarray, valid: np.ndarray, consistent: np.ndarray, success: bool) -> dict:
     """An episodes-table row from per-step series, as ``datasets/worlds/episode.py`` builds it."""
     dep = np.ones(R.size, dtype=bool)
-    tw, ta = phase.tau_w(R), phase.tau_a(valid)
-    onset_w = phase.tau_w_onset(R)
-    onset = phase.collapse_onset(phase.bad_steps(valid, consistent, dep))
-    world_bad = ~consistent | (R < phase.TAU_W_THRESHOLD)
-    ctype = phase.collapse_type(world_bad, ~valid | ~dep, None, onset=onset) if onset is not None else None
+    tw, ta = trajectory.tau_w(R), trajectory.tau_a(valid)
+    onset_w = trajectory.tau_w_onset(R)
+    onset = trajectory.collapse_onset(trajectory.bad_steps(valid, consistent, dep))
+    world_bad = ~consistent | (R < trajectory.TAU_W_THRESHOLD)
+    ctype = (
+        trajectory.collapse_type(world_bad, ~valid | ~dep, None, onset=onset) if onset is not None else None
+    )
     return {
         "env": "sim",
         "model": "sim",
@@ -196,14 +198,15 @@ def collapse_null_study(rng: np.random.Generator, scale: float) -> Trial:
             valid[slip : slip + 2] = False
         rows.append(episode_row(R, valid, consistent, success=True))
     metrics = worlds.step_metrics(pd.DataFrame(rows)).iloc[0]
-    found = sum(int(metrics[f"{t}_collapses"]) for t in phase.COLLAPSE_TYPES)
+    found = sum(int(metrics[f"{t}_collapses"]) for t in trajectory.COLLAPSE_TYPES)
     return Trial(found > 0)
 
 
 LAG = register(
     Case(
         name=f"lag tau_W - tau_A (world {PLANTED_LAG} steps first)",
-        statistic="analysis/worlds.py lags: onset_mean and its t interval (phase.tau_w_onset - phase.tau_a); "
+        statistic="analysis/worlds.py lags: onset_mean and its t interval "
+        "(trajectory.tau_w_onset - trajectory.tau_a); "
         "side figures: the paper's tau_w lag, which reads about 2 steps late",
         planted=f"{EPISODES} failed episodes a study: fidelity falls from U{R_HEALTHY} to U{R_FAILED} "
         f"{PLANTED_LAG} +- {JITTER} steps (uniform) before the first invalid action: "
@@ -220,7 +223,7 @@ LAG = register(
 COLLAPSE = register(
     Case(
         name="collapse-type shares",
-        statistic="analysis/worlds.py step_metrics (phase.collapse_onset, phase.collapse_type)",
+        statistic="analysis/worlds.py step_metrics (trajectory.collapse_onset, trajectory.collapse_type)",
         planted="120 failed episodes a study: world state alone 50%, actions alone 30%, both 20%",
         null="isolated two-step slips in successful episodes: no collapse",
         measure="all 3 shares covered",

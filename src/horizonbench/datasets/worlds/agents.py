@@ -238,14 +238,14 @@ def decay_hazard(sc: int, capacity: int, rate: float) -> float:
 
 def tau_w_delay(onset: int) -> int:
     """How many steps after the memory scrambles (at step ``onset``) the trailing
-    fidelity mean of :func:`horizonbench.analysis.phase.tau_w` first drops below 1/2,
+    fidelity mean of :func:`horizonbench.analysis.trajectory.tau_w` first drops below 1/2,
     for a fidelity of 1 before ``onset`` and 0 from it on: computed with the analysis's
     own function on that series, so the planted truth follows its definition (h = 5:
     0, 1, then 2 for every onset from 2 on)."""
-    from horizonbench.analysis import phase
+    from horizonbench.analysis import trajectory
 
-    series = [1.0] * onset + [0.0] * (phase.TAU_W_WINDOW + 1)
-    tw = phase.tau_w(series)
+    series = [1.0] * onset + [0.0] * (trajectory.TAU_W_WINDOW + 1)
+    tw = trajectory.tau_w(series)
     assert tw is not None
     return tw - onset
 
@@ -270,7 +270,7 @@ def planted_lag_distribution(
     sc: int, optimal_length: int, capacity: int, rate: float, lead: int
 ) -> dict[int, float]:
     """The distribution of tau_W - tau_A over the *lost* episodes of one world size
-    (lag -> probability), as :func:`horizonbench.analysis.phase.lag_distribution`
+    (lag -> probability), as :func:`horizonbench.analysis.trajectory.lag_distribution`
     counts them: the onset is geometric with the hazard of :func:`decay_hazard`,
     conditioned on the episode being lost (``onset + lead < L*``). Empty when the agent
     cannot lose (hazard 0, or a plan no longer than ``lead``)."""
