@@ -304,7 +304,7 @@ def scores_table(c: dict[str, Any], instance_ids: pa.Array) -> pa.Table:
 
 def write_attempts(c: dict[str, Any], instance_ids: pa.Array, dest: Path) -> int:
     """``attempts/attempts.parquet``, built CHUNK rows at a time and written in one
-    ``pq.write_table`` as ``tasks/storage.write_table`` does (the same row groups: up to
+    ``pq.write_table`` as ``tasks/run_folder/storage.write_table`` does (the same row groups: up to
     1Mi rows each); returns its bytes of response text."""
     from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
 
@@ -412,7 +412,7 @@ def _config(instances: int) -> dict[str, Any]:
 
 def _manifest(c: dict[str, Any], run: Path) -> dict[str, Any]:
     from horizonbench.schemas.config import parse_config
-    from horizonbench.tasks.manifest import content_hashes, git_sha, versions
+    from horizonbench.tasks.run_folder.manifest import content_hashes, git_sha, versions
 
     cfg = parse_config(_config(c["instances"]), source="analysis_scale")
     models = {}

@@ -144,8 +144,8 @@ def cluster_generate(quick: bool) -> dict[str, Any]:
     from dask.distributed import Client, LocalCluster
 
     from horizonbench.schemas.config import parse_config
-    from horizonbench.tasks import progress
-    from horizonbench.tasks.generate import sample_family
+    from horizonbench.tasks.cluster import progress
+    from horizonbench.tasks.generate.instances import sample_family
 
     progress.ENABLED["value"] = False
     cfg = parse_config(_quick_config(yaml.safe_load(CONFIG.read_text()), quick))

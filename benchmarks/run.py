@@ -488,7 +488,7 @@ def gen_cluster(
 ) -> tuple[float, dict[str, Any]]:
     """The pipeline's own path: ``sample_family`` with the default shard size (200)."""
     from horizonbench.schemas.config import FamilySpec, SamplingSpec
-    from horizonbench.tasks.generate import sample_family
+    from horizonbench.tasks.generate.instances import sample_family
 
     sampling = (
         SamplingSpec(count=count) if shard_size is None else SamplingSpec(count=count, shard_size=shard_size)
@@ -631,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per measure (median reported)")
     args = ap.parse_args(argv)
 
-    import horizonbench.tasks.progress as progress
+    import horizonbench.tasks.cluster.progress as progress
 
     progress.ENABLED["value"] = False
 
@@ -703,7 +703,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # 2. the pipeline path on a LocalCluster
     from horizonbench.schemas.config import DaskSpec
-    from horizonbench.tasks.cluster import dask_client
+    from horizonbench.tasks.cluster.client import dask_client
 
     spec = DaskSpec(n_workers=args.workers)
     t0 = time.perf_counter()

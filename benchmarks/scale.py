@@ -72,7 +72,7 @@ class TreeSampler:
     """Peaks of the summed RSS and the summed PSS of a process and all its descendants.
 
     RSS counts a page shared by several processes once in each: since the command forks
-    its side process (``tasks/side_process.py``) after its imports, the pages they share
+    its side process (``tasks/cluster/side_process.py``) after its imports, the pages they share
     copy-on-write (a few hundred MiB of modules) are counted twice in the summed RSS.
     PSS splits each shared page among its sharers, so the summed PSS is the tree's real
     footprint; the goal is judged on it, and both are printed."""
@@ -160,10 +160,10 @@ def speedup(count: int, folder: Path, repeat: int = 3) -> dict[str, Any]:
 
     from horizonbench.core.registry import get_family
     from horizonbench.schemas.config import DaskSpec, FamilySpec
-    from horizonbench.tasks import progress
-    from horizonbench.tasks.cluster import _local_cluster, warm_worker
-    from horizonbench.tasks.generate import sample_family
-    from horizonbench.tasks.table_parts import PartWriter, same_bytes
+    from horizonbench.tasks.cluster import progress
+    from horizonbench.tasks.cluster.client import _local_cluster, warm_worker
+    from horizonbench.tasks.generate.instances import sample_family
+    from horizonbench.tasks.run_folder.table_parts import PartWriter, same_bytes
 
     progress.ENABLED["value"] = False
     schema = get_family("maze").instance_schema

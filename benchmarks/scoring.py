@@ -76,9 +76,9 @@ def build_run(root: Path, instances: int, seed: int = 20_240_601) -> int:
     from horizonbench.datasets.maze.simulator import format_plan
     from horizonbench.datasets.shards import generate_shard
     from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
-    from horizonbench.tasks.evaluate import write_attempts
-    from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
-    from horizonbench.tasks.table_parts import PartWriter
+    from horizonbench.tasks.evaluate.attempts import write_attempts
+    from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
+    from horizonbench.tasks.run_folder.table_parts import PartWriter
 
     params = {
         "grid_rows": ROWS,
@@ -150,9 +150,9 @@ def straightforward(run: Path, general: bool) -> tuple[float, int]:
     from horizonbench.datasets.maze.simulator import score_plan
     from horizonbench.datasets.plan_parser import parse_plan, parse_plan_general
     from horizonbench.schemas.tables import SCORES_SCHEMA
-    from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
-    from horizonbench.tasks.score_shards import _scored, _unanswered
-    from horizonbench.tasks.table_parts import read_parts
+    from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
+    from horizonbench.tasks.run_folder.table_parts import read_parts
+    from horizonbench.tasks.score.shards import _scored, _unanswered
 
     parse = parse_plan_general if general else parse_plan
     c0 = time.process_time()
@@ -189,8 +189,8 @@ def shard_function(run: Path, rows: int, max_segments: int) -> tuple[float, int]
     ``rows`` = one model's attempts), so each instance's judge (its world read from the
     facts) is made once per model; otherwise the stage's layout: every model's answers
     to an instance in one shard, its judge made once for all of them."""
-    from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
-    from horizonbench.tasks.score_shards import (
+    from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
+    from horizonbench.tasks.score.shards import (
         AttemptLayout,
         InstanceIndex,
         ShardSizer,
@@ -219,8 +219,8 @@ def shard_function(run: Path, rows: int, max_segments: int) -> tuple[float, int]
 def stage(run: Path, dest: Path, client: Any = None, max_segments: int = 32) -> tuple[float, float, int]:
     """(wall seconds, this process's CPU seconds, rows) of the score stage
     (``max_segments=1``: the previous layout, shards of consecutive attempts)."""
-    from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
-    from horizonbench.tasks.score_shards import score_table
+    from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
+    from horizonbench.tasks.score.shards import score_table
 
     t0, c0 = time.perf_counter(), time.process_time()
     n = score_table(
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    import horizonbench.tasks.progress as progress
+    import horizonbench.tasks.cluster.progress as progress
 
     progress.ENABLED["value"] = False
     reps = max(1, args.repeat)
@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         from distributed import Client
 
         from horizonbench.schemas.config import DaskSpec
-        from horizonbench.tasks.cluster import _local_cluster
+        from horizonbench.tasks.cluster.client import _local_cluster
 
         # (layout, workers): "stage" is the stage's layout, "model" the previous one
         runs = [(layout, w) for layout in ("stage", "model") for w in (1, 2)]

@@ -106,7 +106,7 @@ def fine_scan(quick: bool) -> dict[str, Any]:
 
     from horizonbench.datasets.worlds.study import run_shard
     from horizonbench.schemas.config import parse_config
-    from horizonbench.tasks.worlds import agent_specs
+    from horizonbench.tasks.evaluate.world_episodes import agent_specs
 
     raw = yaml.safe_load((ROOT / "configs" / "wmc-fine.yaml").read_text())
     if quick:

@@ -18,8 +18,8 @@ from scipy import stats
 from horizonbench.analysis import worlds
 from horizonbench.datasets.worlds.episode import EPISODE_INFO_DEFAULTS
 from horizonbench.schemas.tables import EPISODES_SCHEMA, WORLD_ANALYSIS_SCHEMAS
-from horizonbench.tasks import worlds as world_tasks
-from horizonbench.tasks.storage import rows_to_table, write_table
+from horizonbench.tasks.evaluate import world_episodes as world_tasks
+from horizonbench.tasks.run_folder.storage import rows_to_table, write_table
 
 NAN = math.nan
 LIMIT = "planner at step 2: the prompt needs about 9,000 tokens, which exceeds the context"

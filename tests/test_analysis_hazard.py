@@ -238,7 +238,7 @@ def test_figure10_draws_the_step_axis_the_expectation_and_marks_a_rising_hazard(
 def test_the_analyse_stage_reads_every_column_figure10_and_by_n_use() -> None:
     """The analyse task reads a subset of the scores columns; the maze's deviation rule
     needs num_keys and progress_ratio, by_n needs best_progress."""
-    from horizonbench.tasks.analyse import SCORE_COLUMNS_READ
+    from horizonbench.tasks.analyse.scores import SCORE_COLUMNS_READ
 
     assert {"num_keys", "progress_ratio", "first_violation_step", "success"} <= SCORE_COLUMNS_READ
     assert "best_progress" in SCORE_COLUMNS_READ

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from horizonbench.analysis import decay
-from horizonbench.tasks.analyse import to_table
+from horizonbench.tasks.analyse.scores import to_table
 
 _SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.float64()), ("c", pa.string()), ("d", pa.bool_())])
 
@@ -121,7 +121,7 @@ def test_bootstrap_on_cells_gives_the_same_rates(case: int) -> None:
 
 def test_benchmark_builds_a_run_folder_of_the_pipelines_schemas(tmp_path: Path) -> None:
     from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, SCORES_SCHEMA
-    from horizonbench.tasks.compare import analysis_parts, read_run
+    from horizonbench.tasks.report.compare import analysis_parts, read_run
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     try:

@@ -570,7 +570,7 @@ def test_row_order_and_index_do_not_matter(random_scores) -> None:
 
 
 def _to_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
-    """As ``tasks.analyse.to_table`` writes analysis tables (not imported: Prefect is slow
+    """As ``tasks.analyse.scores.to_table`` writes analysis tables (not imported: Prefect is slow
     to import)."""
     return pa.Table.from_pylist(df.astype(object).where(df.notna(), None).to_dict("records"), schema=schema)
 

@@ -27,10 +27,10 @@ from horizonbench.models.budget import TOTAL, Budget
 from horizonbench.models.engine import ModelRunner, evaluate
 from horizonbench.models.openai_chat import OpenAIChatModel
 from horizonbench.schemas.config import ModelSpec, parse_config
-from horizonbench.tasks.artifacts import summary_markdown
-from horizonbench.tasks.run_folder import output_config
-from horizonbench.tasks.spend import budget_counts, budget_hint, caps_of, spend_lines, summarize
-from horizonbench.tasks.status import format_status, run_status
+from horizonbench.tasks.report.artifacts import summary_markdown
+from horizonbench.tasks.run_folder.spend import budget_counts, budget_hint, caps_of, spend_lines, summarize
+from horizonbench.tasks.run_folder.state import output_config
+from horizonbench.tasks.run_folder.status import format_status, run_status
 
 EXE = Path(sys.executable).with_name("horizonbench")
 #: USD per million tokens: a maze prompt (~700 words) and a 40-word answer cost ~0.036

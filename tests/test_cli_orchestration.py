@@ -83,7 +83,7 @@ def test_bad_folders_and_addresses_are_one_line_exit_2_with_nothing_created(tmp_
 PRELOAD = textwrap.dedent(
     """
     # a worker of another horizonbench release, as an outdated image in a cluster would be
-    import horizonbench.tasks.cluster as cluster
+    import horizonbench.tasks.cluster.client as cluster
     cluster.__version__ = "0.0.0-other"
     """
 )

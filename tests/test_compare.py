@@ -99,7 +99,7 @@ def test_report_rebuilds_the_report_byte_identical(nights, tmp_path, capsys):
     assert capsys.readouterr().out.strip() == f"report: {(run / 'report' / 'index.html').resolve()}"
     assert (run / "report" / "index.html").read_bytes() == before
     manifest = json.loads((run / "manifest.json").read_text())
-    from horizonbench.tasks.storage import sha256_file
+    from horizonbench.tasks.run_folder.storage import sha256_file
 
     assert manifest["content_sha256"]["report/index.html"] == sha256_file(run / "report" / "index.html")
     assert manifest["rebuilt"][-1]["what"] == "report"
@@ -215,7 +215,7 @@ def test_compare_prints_the_move(nights, tmp_path, capsys):
 
 def _record(run: Path, rel: str) -> None:
     """A table rewritten on purpose: its sha256 and size into the manifest."""
-    from horizonbench.tasks.storage import sha256_file
+    from horizonbench.tasks.run_folder.storage import sha256_file
 
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["content_sha256"][rel] = sha256_file(run / rel)
@@ -403,9 +403,9 @@ def test_setting_is_family_params_and_prompt_not_sampling():
 
 
 def test_layout_constants_match_the_stages_that_write_them():
-    from horizonbench.tasks import compare as runs
-    from horizonbench.tasks.score import SCORES_REL
-    from horizonbench.tasks.worlds import EPISODES_REL, WORLD_ANALYSIS_PREFIX
+    from horizonbench.tasks.evaluate.world_episodes import EPISODES_REL, WORLD_ANALYSIS_PREFIX
+    from horizonbench.tasks.report import compare as runs
+    from horizonbench.tasks.score.stage import SCORES_REL
 
     assert runs.SCORES_REL == SCORES_REL
     assert runs.EPISODES_REL == EPISODES_REL

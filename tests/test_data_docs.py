@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from horizonbench.tasks.data_docs import GX_INDEX, OFFLINE_MARK, make_offline, strip_remote
-from horizonbench.tasks.validation import validate_frame
+from horizonbench.tasks.validate.checks import validate_frame
+from horizonbench.tasks.validate.data_docs import GX_INDEX, OFFLINE_MARK, make_offline, strip_remote
 
 
 class _Refs(HTMLParser):

@@ -8,10 +8,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from horizonbench.schemas.config import DaskSpec, FamilySpec
-from horizonbench.tasks import progress
-from horizonbench.tasks.cluster import dask_client
-from horizonbench.tasks.generate import sample_family
-from horizonbench.tasks.table_parts import PartWriter, part_files
+from horizonbench.tasks.cluster import progress
+from horizonbench.tasks.cluster.client import dask_client
+from horizonbench.tasks.generate.instances import sample_family
+from horizonbench.tasks.run_folder.table_parts import PartWriter, part_files
 
 progress.ENABLED["value"] = False
 
@@ -106,7 +106,7 @@ def test_every_sample_of_every_instance_gets_its_own_seed():
     import numpy as np
 
     from horizonbench.core.types import Completion
-    from horizonbench.tasks.evaluate import build_conversations, build_requests
+    from horizonbench.tasks.evaluate.attempts import build_conversations, build_requests
 
     cfg = _seed_config(samples=4)
     rows = [{"instance_id": f"maze-{i}", "family": "maze"} for i in range(3)]

@@ -53,7 +53,7 @@ from horizonbench.schemas.tables import (
     STEPS_SCHEMA,
     WORLD_ANALYSIS_SCHEMAS,
 )
-from horizonbench.tasks.run_folder import LATEST, STATE
+from horizonbench.tasks.run_folder.state import LATEST, STATE
 
 pytestmark = pytest.mark.flow
 
@@ -252,7 +252,7 @@ def test_readme_patterns_cover_only_what_they_list() -> None:
 
 
 def test_latest_points_at_the_completed_dated_run(series: Series) -> None:
-    from horizonbench.tasks.status import run_status
+    from horizonbench.tasks.run_folder.status import run_status
 
     link = series.latest
     assert link.is_symlink()

@@ -22,7 +22,7 @@ from horizonbench.models.base import AttemptRequest
 from horizonbench.models.engine import ModelRunner, Outcome
 from horizonbench.models.offline import OfflineModel
 from horizonbench.schemas.config import ModelSpec, parse_config
-from horizonbench.tasks.evaluate import (
+from horizonbench.tasks.evaluate.attempts import (
     ModelShare,
     evaluate_model,
     is_store_contention,

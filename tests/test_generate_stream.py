@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from horizonbench.tasks.generate import ShardSizer, rows_at
+from horizonbench.tasks.generate.instances import ShardSizer, rows_at
 
 
 @settings(deadline=None)  # the first call imports pyarrow.compute
@@ -78,9 +78,9 @@ def test_a_worker_is_never_left_idle_behind_a_slow_first_shard(monkeypatch) -> N
     other slots, three, could before), and the table is the one an inline run keeps."""
     from distributed import Client, LocalCluster
 
-    import horizonbench.tasks.generate as generate
+    import horizonbench.tasks.generate.instances as generate
     from horizonbench.schemas.config import FamilySpec
-    from horizonbench.tasks.cluster import InlineClient
+    from horizonbench.tasks.cluster.client import InlineClient
 
     _SLOW["others"], _SLOW["released"] = 0, None
     _SLOW["enough"].clear()
@@ -111,7 +111,7 @@ def test_a_warmed_worker_imports_nothing_more_for_its_first_shard() -> None:
 
     probe = (
         "import sys\n"
-        "from horizonbench.tasks.cluster import warm_worker\n"
+        "from horizonbench.tasks.cluster.client import warm_worker\n"
         "warm_worker(('maze',))\n"
         "before = set(sys.modules)\n"
         "from horizonbench.datasets.shards import generate_shard_batch\n"

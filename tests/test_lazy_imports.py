@@ -10,7 +10,10 @@ PROBE = """
 import sys
 from horizonbench.cli import main
 from horizonbench.flows import pipeline, rebuild
-from horizonbench.tasks import analyse, evaluate, report, score
+from horizonbench.tasks.analyse import scores as analyse
+from horizonbench.tasks.evaluate import attempts as evaluate
+from horizonbench.tasks.report import page as report
+from horizonbench.tasks.score import stage as score
 from horizonbench.models.factory import build_model
 from horizonbench.models.sdk_errors import classify_sdk_error
 from horizonbench.schemas.config import ModelSpec

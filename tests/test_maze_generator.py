@@ -24,8 +24,8 @@ from horizonbench.datasets.maze.grid import column_letters, kruskal_tree, room_i
 from horizonbench.datasets.maze.simulator import replay, score_plan
 from horizonbench.datasets.shards import candidate_seed, generate_shard
 from horizonbench.schemas.config import FamilySpec
-from horizonbench.tasks import progress
-from horizonbench.tasks.generate import GenerationStats, sample_family
+from horizonbench.tasks.cluster import progress
+from horizonbench.tasks.generate.instances import GenerationStats, sample_family
 
 FAMILY = MazeFamily()
 SETTINGS = settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])

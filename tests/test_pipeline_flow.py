@@ -60,7 +60,7 @@ def test_flow_writes_every_table_with_versioned_schema(finished_run):
 
 
 def test_manifest_records_config_versions_counts_and_hashes(finished_run, small_config):
-    from horizonbench.tasks.storage import sha256_file
+    from horizonbench.tasks.run_folder.storage import sha256_file
 
     out, _ = finished_run
     manifest = json.loads((out / "manifest.json").read_text())

@@ -116,7 +116,7 @@ def test_a_crash_in_a_rerun_leaves_nothing_stale_that_passes_as_current(nightly,
     """A rerun that dies in evaluation: the old scores, analysis and report are marked
     stale (the report bannered), the state says failed, no manifest claims the run."""
     from horizonbench.flows import pipeline as flows
-    from horizonbench.tasks.status import run_status
+    from horizonbench.tasks.run_folder.status import run_status
 
     series, out, _ = nightly
     before = (out / "report" / "index.html").read_text()
@@ -155,14 +155,14 @@ def test_a_run_into_a_held_folder_is_refused_at_once(prefect_server, tmp_path):
     import textwrap
 
     from horizonbench.flows.pipeline import generate_flow
-    from horizonbench.tasks.run_folder import RunFolderBusy
+    from horizonbench.tasks.run_folder.state import RunFolderBusy
 
     out = tmp_path / "held"
     hold = textwrap.dedent(
         """
         import sys, time
         from pathlib import Path
-        from horizonbench.tasks.run_folder import run_lock
+        from horizonbench.tasks.run_folder.state import run_lock
         with run_lock(Path(sys.argv[1]), "horizonbench run"):
             print("held", flush=True)
             time.sleep(60)

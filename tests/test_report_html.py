@@ -16,8 +16,8 @@ from horizonbench.analysis.failures import choose_failures
 from horizonbench.reports import plots
 from horizonbench.reports.html import MAX_RESPONSE_CHARS, render_report
 from horizonbench.schemas.tables import SCORES_SCHEMA
-from horizonbench.tasks.analyse import analyse_scores
-from horizonbench.tasks.report import failure_examples
+from horizonbench.tasks.analyse.scores import analyse_scores
+from horizonbench.tasks.report.page import failure_examples
 
 HOSTILE = '<script>alert(1)</script><img src="https://evil.example/x.png">'
 #: a src/href (or CSS url()) that would make the browser fetch something

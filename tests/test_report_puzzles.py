@@ -15,8 +15,8 @@ import pytest
 from horizonbench.analysis.failures import choose_failures
 from horizonbench.reports.html import render_report
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, ATTEMPTS_SCHEMA, SCORES_SCHEMA
-from horizonbench.tasks.analyse import analyse_scores
-from horizonbench.tasks.report import failure_examples
+from horizonbench.tasks.analyse.scores import analyse_scores
+from horizonbench.tasks.report.page import failure_examples
 
 HOSTILE = "<script>alert(1)</script>"
 MAZE_SECTIONS = ("success", "fits", "metrics", "violations", "first-violation", "bins")

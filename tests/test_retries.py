@@ -10,9 +10,9 @@ from distributed.comm.core import CommClosedError
 from prefect.states import exception_to_failed_state
 
 from horizonbench.core.errors import ConfigError
-from horizonbench.tasks.cluster import lost_cluster
-from horizonbench.tasks.generate import generate_instances
-from horizonbench.tasks.score import score_attempts
+from horizonbench.tasks.cluster.client import lost_cluster
+from horizonbench.tasks.generate.instances import generate_instances
+from horizonbench.tasks.score.stage import score_attempts
 
 
 def _failed(err: BaseException):

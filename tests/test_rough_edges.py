@@ -224,7 +224,7 @@ def test_the_horizons_artifact_names_each_eps_row_by_puzzle_mode_and_model(tmp_p
     import pyarrow.parquet as pq
 
     from horizonbench.schemas.tables import ANALYSIS_SCHEMAS
-    from horizonbench.tasks.artifacts import horizon_rows
+    from horizonbench.tasks.report.artifacts import horizon_rows
 
     schema = ANALYSIS_SCHEMAS["compounding"]
     rows = [

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from horizonbench.tasks import run_folder as rf
-from horizonbench.tasks.status import format_status, lock_is_held, run_status
+from horizonbench.tasks.run_folder import state as rf
+from horizonbench.tasks.run_folder.status import format_status, lock_is_held, run_status
 
 HOLD = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from horizonbench.tasks.run_folder import run_lock
+    from horizonbench.tasks.run_folder.state import run_lock
     with run_lock(Path(sys.argv[1]), "holder"):
         print("held", flush=True)
         time.sleep(120)
@@ -149,7 +149,7 @@ def test_latest_points_at_the_newest_run_of_a_series(tmp_path):
         out = tmp_path / "nightly" / day
         out.mkdir(parents=True)
         (out / "x").write_text(day)
-        (out / "manifest.json").write_text("{}")  # a finished run (tasks.verify checks it)
+        (out / "manifest.json").write_text("{}")  # a finished run (tasks.run_folder.verify checks it)
         link = rf.point_latest(template, out)
     assert link == tmp_path / "nightly" / "latest"
     assert os.readlink(link) == "2026-12-01" and (link / "x").read_text() == "2026-12-01"

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from conftest import CONFIGS
 from horizonbench.cli.main import main
-from horizonbench.tasks import run_folder as rf
-from horizonbench.tasks import verify
+from horizonbench.tasks.run_folder import state as rf
+from horizonbench.tasks.run_folder import verify
 
 pytestmark = pytest.mark.flow
 

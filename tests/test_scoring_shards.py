@@ -19,10 +19,11 @@ from horizonbench.core.registry import get_family
 from horizonbench.datasets.shards import generate_shard
 from horizonbench.schemas.config import DaskSpec
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, SCORES_SCHEMA
-from horizonbench.tasks.cluster import dask_client
-from horizonbench.tasks.evaluate import write_attempts
-from horizonbench.tasks.layout import ATTEMPTS_REL, instances_rel
-from horizonbench.tasks.score_shards import (
+from horizonbench.tasks.cluster.client import dask_client
+from horizonbench.tasks.evaluate.attempts import write_attempts
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
+from horizonbench.tasks.run_folder.table_parts import PartWriter, read_parts
+from horizonbench.tasks.score.shards import (
     MAX_SEGMENTS,
     AttemptLayout,
     InstanceIndex,
@@ -33,7 +34,6 @@ from horizonbench.tasks.score_shards import (
     score_table,
     scores_writer,
 )
-from horizonbench.tasks.table_parts import PartWriter, read_parts
 
 MAZE = {"grid_rows": 6, "grid_cols": 6, "num_keys": 2, "num_keys_mode": "at_most", "shuffle_ratio": 1.0}
 #: two sweep settings of one maze family (same seeds: the same ids) and a puzzle family
@@ -249,8 +249,8 @@ def test_the_score_task_scores_a_large_run_on_its_cluster(run: Path, monkeypatch
     """The stage's own choice: above ``IN_PROCESS_MAX`` attempts it starts the config's
     LocalCluster and scores there, to the bytes an in-process scoring gives."""
     from horizonbench.schemas.config import parse_config
-    from horizonbench.tasks import score as stage
-    from horizonbench.tasks.storage import staged
+    from horizonbench.tasks.run_folder.storage import staged
+    from horizonbench.tasks.score import stage
 
     cfg = parse_config(
         {
@@ -395,7 +395,7 @@ def test_two_workers_decode_different_row_groups(tmp_path: Path, run: Path) -> N
     shards went to whichever worker was free and both decoded nearly every group)."""
     from distributed import Client, LocalCluster
 
-    import horizonbench.tasks.score_shards as shards
+    import horizonbench.tasks.score.shards as shards
 
     want = score(run, "decode-in-process", shard_rows=40)
     other = tmp_path / "attempts.parquet"
@@ -471,7 +471,7 @@ def test_any_order_any_shard_size_and_any_segment_limit_give_the_rows_of_scoring
 def test_a_failing_shard_leaves_no_spool_or_table(
     tmp_path: Path, run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import horizonbench.tasks.score_shards as shards
+    import horizonbench.tasks.score.shards as shards
 
     real = shards.score_source
     calls = []
@@ -492,7 +492,7 @@ def test_a_failing_shard_leaves_no_spool_or_table(
 def test_the_instance_rows_decode_as_to_pylist_does(run: Path) -> None:
     """The shard's own decoding of list<struct> columns (solutions) gives the values of
     ``to_pylist``, also for slices, several chunks, nulls and nested fields."""
-    from horizonbench.tasks.score_shards import _pylist
+    from horizonbench.tasks.score.shards import _pylist
 
     step = pa.struct([("action", pa.string()), ("arg", pa.string())])
     odd = pa.table(
@@ -522,7 +522,7 @@ def test_any_row_groups_of_the_attempts_and_instance_files_give_the_same_bytes(
 ) -> None:
     """A shard's slices are read by row group (``read_source``): slices across several
     small row groups, and a cache too small for one of them, change nothing."""
-    import horizonbench.tasks.score_shards as shards
+    import horizonbench.tasks.score.shards as shards
 
     want = score(run, "groups-default", shard_rows=90)
     other = tmp_path / "attempts.parquet"
@@ -540,7 +540,7 @@ def test_any_row_groups_of_the_attempts_and_instance_files_give_the_same_bytes(
 def test_the_row_group_cache_is_bounded_and_released(
     tmp_path: Path, run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import horizonbench.tasks.score_shards as shards
+    import horizonbench.tasks.score.shards as shards
 
     shards.release_groups()
     ref = shards.FileRef.of(run / ATTEMPTS_REL)
@@ -555,7 +555,7 @@ def test_the_row_group_cache_is_bounded_and_released(
 
 
 def test_a_file_is_read_only_as_the_client_saw_it(tmp_path: Path) -> None:
-    from horizonbench.tasks.score_shards import FileRef
+    from horizonbench.tasks.score.shards import FileRef
 
     path = tmp_path / "f"
     path.write_bytes(b"abc")
@@ -577,7 +577,7 @@ def test_workers_that_cannot_see_the_files_get_the_rows_shipped(
 
     from distributed import Client, LocalCluster
 
-    import horizonbench.tasks.score_shards as shards
+    import horizonbench.tasks.score.shards as shards
 
     want = score(run, "in-process-for-shipping", shard_rows=150)
     # on the module: Dask pickles the functions by value, a list of this test by copy
@@ -611,7 +611,7 @@ def test_the_collector_is_paused_while_a_shard_is_scored_and_restored_after(
     import gc
     import threading
 
-    import horizonbench.tasks.score_shards as shards
+    import horizonbench.tasks.score.shards as shards
 
     states: list[bool] = []
     real = shards.score_rows_at
@@ -664,7 +664,7 @@ def test_our_local_cluster_runs_less_of_dasks_periodic_work(processes: bool) -> 
     import dask
     from distributed import Client
 
-    from horizonbench.tasks.cluster import _local_cluster
+    from horizonbench.tasks.cluster.client import _local_cluster
 
     before = dask.config.get("distributed")
     cluster = _local_cluster(DaskSpec(n_workers=1, processes=processes), dashboard=False)

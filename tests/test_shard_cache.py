@@ -18,11 +18,10 @@ from pydantic import BaseModel
 from horizonbench.core.registry import get_family, register_family
 from horizonbench.core.types import Candidate
 from horizonbench.schemas.config import DaskSpec, FamilySpec, parse_config
-from horizonbench.tasks import progress
-from horizonbench.tasks.cluster import dask_client
-from horizonbench.tasks.generate import SourceCounts, generate_all, sample_family
-from horizonbench.tasks.manifest import content_hashes
-from horizonbench.tasks.shard_cache import (
+from horizonbench.tasks.cluster import progress
+from horizonbench.tasks.cluster.client import dask_client
+from horizonbench.tasks.generate.instances import SourceCounts, generate_all, sample_family
+from horizonbench.tasks.generate.shard_cache import (
     CACHE_REL,
     SUFFIX,
     FamilyShards,
@@ -30,7 +29,8 @@ from horizonbench.tasks.shard_cache import (
     cache_settings,
     shard_key,
 )
-from horizonbench.tasks.table_parts import PartWriter, part_files
+from horizonbench.tasks.run_folder.manifest import content_hashes
+from horizonbench.tasks.run_folder.table_parts import PartWriter, part_files
 
 progress.ENABLED["value"] = False
 
@@ -336,7 +336,7 @@ def test_the_planner_looks_no_further_ahead_through_the_cache_than_the_window(tm
     the cache sends fewer shards past it than the window holds. Once finished shards
     never held a slot, and on the in-process client (every shard finished when sent)
     the planner ran 23 shards past the cache (161 candidates for nothing)."""
-    from horizonbench.tasks.cluster import InlineClient
+    from horizonbench.tasks.cluster.client import InlineClient
 
     client = InlineClient()
     shards = ShardCache(tmp_path / "cache").family("maze", MAZE["params"], 123)

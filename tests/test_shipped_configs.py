@@ -31,7 +31,7 @@ from fake_model_server import running_fake_server
 from horizonbench.cli.main import main
 from horizonbench.schemas.config import load_config
 from horizonbench.schemas.scale import scale_config
-from horizonbench.tasks.worlds import EPISODES_REL
+from horizonbench.tasks.evaluate.world_episodes import EPISODES_REL
 
 pytestmark = pytest.mark.flow
 

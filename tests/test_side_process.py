@@ -20,7 +20,7 @@ PROBE = """
 import json, os, signal, sys, threading
 from pathlib import Path
 import pyarrow as pa, pyarrow.parquet as pq
-from horizonbench.tasks import side_process as vp
+from horizonbench.tasks.cluster import side_process as vp
 
 SUITE = [
     ("ExpectColumnValuesToNotBeNull", {"column": "instance_id"}),
@@ -77,7 +77,7 @@ elif scenario == "thread":
     stop.set()
     other.join()
 elif scenario == "report":
-    from horizonbench.tasks.report import build_report
+    from horizonbench.tasks.report.page import build_report
     run = sys.argv[3]
     def page():
         build_report.fn(run, "t", {}, {})
@@ -198,7 +198,7 @@ LARGE_PROBE = """
 import argparse, contextlib, json, sys
 from horizonbench.cli.main import _warm_up
 from horizonbench.schemas.config import parse_config
-from horizonbench.tasks import side_process
+from horizonbench.tasks.cluster import side_process
 cfg = parse_config({
     "run": {"name": "large", "seed": 1},
     "families": {"maze": {"params": {"grid_rows": 5, "grid_cols": 5, "num_keys": 1},
@@ -228,7 +228,7 @@ def test_only_a_small_run_forks_a_larger_one_keeps_great_expectations_here() -> 
 HOLD_PROBE = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # KeyboardInterrupt, as in a terminal
-from horizonbench.tasks import side_process as vp
+from horizonbench.tasks.cluster import side_process as vp
 with vp.side_process() as proc:
     if sys.argv[1:] == ["busy"]:  # the child in the middle of a call, not reading its pipe
         proc.submit("sleeping", time.sleep, 60)

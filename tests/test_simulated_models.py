@@ -34,7 +34,7 @@ from horizonbench.datasets.puzzles.rollout import read_state_answer
 from horizonbench.models.base import AttemptRequest
 from horizonbench.models.offline import OfflineModel
 from horizonbench.schemas.config import GenerationSettings, ModelSpec, parse_config
-from horizonbench.tasks.rollouts import RolloutConversation
+from horizonbench.tasks.evaluate.rollouts import RolloutConversation
 from puzzle_helpers import PUZZLES, puzzle_rows
 
 MAZE = MazeFamily()

@@ -32,7 +32,12 @@ def test_the_pipeline_and_the_rebuild_commands_import_no_great_expectations() ->
 import sys
 from horizonbench.cli import main
 from horizonbench.flows import pipeline, rebuild
-from horizonbench.tasks import analyse, compare, evaluate, report, score, validate
+from horizonbench.tasks.analyse import scores as analyse
+from horizonbench.tasks.report import compare
+from horizonbench.tasks.evaluate import attempts as evaluate
+from horizonbench.tasks.report import page as report
+from horizonbench.tasks.score import stage as score
+from horizonbench.tasks.validate import stage as validate
 print("great_expectations" in sys.modules, "prefect.server.api.server" in sys.modules)
 """
     out = _run_py(probe)
@@ -430,7 +435,7 @@ def test_the_block_mark_names_the_environment(tmp_path, monkeypatch) -> None:
 
 def test_dask_client_uses_the_shared_cluster_and_the_block_closes_it() -> None:
     from horizonbench.schemas.config import DaskSpec
-    from horizonbench.tasks.cluster import _SHARED, dask_client, shared_cluster
+    from horizonbench.tasks.cluster.client import _SHARED, dask_client, shared_cluster
 
     spec = DaskSpec(n_workers=1, processes=False)
     with shared_cluster(spec, ("maze",)) as cluster:
@@ -471,7 +476,7 @@ families:
 
 
 def test_a_small_run_generates_in_process_and_a_larger_one_on_worker_processes() -> None:
-    from horizonbench.tasks.cluster import SMALL_RUN_MAX, small_run
+    from horizonbench.tasks.cluster.client import SMALL_RUN_MAX, small_run
 
     maze = {"params": {"grid_rows": 5, "grid_cols": 5}}
     assert small_run(_config())
@@ -492,7 +497,7 @@ def test_a_small_run_has_no_cluster_its_shards_run_on_the_calling_thread(tmp_pat
     import threading
 
     from horizonbench.schemas.config import DaskSpec
-    from horizonbench.tasks.cluster import InlineClient, dask_client, is_inline, shared_cluster
+    from horizonbench.tasks.cluster.client import InlineClient, dask_client, is_inline, shared_cluster
 
     spec = DaskSpec(n_workers=2)
     with shared_cluster(spec, ("maze",), in_process=True) as shared:
@@ -643,7 +648,7 @@ def test_a_cluster_closes_with_its_workers_heartbeats_stopped_first() -> None:
     """``_stop_heartbeat`` (run on every worker before any close, after Ctrl-C too)
     stops the heartbeat whose race with the closing scheduler logged a traceback."""
     from horizonbench.schemas.config import DaskSpec
-    from horizonbench.tasks.cluster import _stop_heartbeat, dask_client
+    from horizonbench.tasks.cluster.client import _stop_heartbeat, dask_client
 
     def running(dask_worker) -> bool:
         return dask_worker.periodic_callbacks["heartbeat"].is_running()
@@ -661,7 +666,7 @@ def test_closing_waits_a_bounded_time_for_workers_that_do_not_answer() -> None:
     such a worker)."""
     import threading
 
-    from horizonbench.tasks import cluster as cl
+    from horizonbench.tasks.cluster import client as cl
 
     closed: list[str] = []
     never = threading.Event()

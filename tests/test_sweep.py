@@ -19,7 +19,7 @@ from horizonbench.core.registry import family_of, get_family
 from horizonbench.datasets.shards import candidate_seed
 from horizonbench.schemas.config import parse_config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
-from horizonbench.tasks.analyse import analyse_scores, to_table
+from horizonbench.tasks.analyse.scores import analyse_scores, to_table
 
 BASE = {
     "params": {"grid_rows": 8, "grid_cols": 8, "num_keys": 1, "noise_ratio": 0.0},

@@ -10,7 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from horizonbench.tasks.table_parts import PartWriter, iter_batches, part_files, read_parts, total_rows
+from horizonbench.tasks.run_folder.table_parts import (
+    PartWriter,
+    iter_batches,
+    part_files,
+    read_parts,
+    total_rows,
+)
 
 SCHEMA = pa.schema([pa.field("i", pa.int64(), nullable=False), pa.field("facts", pa.list_(pa.string()))])
 

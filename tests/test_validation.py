@@ -14,7 +14,7 @@ from horizonbench.core.types import Candidate
 from horizonbench.datasets.maze import MazeFamily, MazeParams
 from horizonbench.schemas.expectations import maze_suite, scores_suite
 from horizonbench.schemas.tables import SCORES_SCHEMA
-from horizonbench.tasks.validation import validate_frame
+from horizonbench.tasks.validate.checks import validate_frame
 
 
 def _instances(n: int = 6) -> pa.Table:
@@ -140,14 +140,14 @@ def test_failed_suite_stops_the_flow_and_promotes_nothing(prefect_server, tmp_pa
 
 
 def _parts(folder, table: pa.Table, part_rows: int = 4) -> None:
-    from horizonbench.tasks.table_parts import PartWriter
+    from horizonbench.tasks.run_folder.table_parts import PartWriter
 
     with PartWriter(folder, table.schema, "instances/maze", part_rows=part_rows, row_group_rows=2) as w:
         w.write(table)
 
 
 def test_a_partitioned_table_is_validated_part_by_part(tmp_path):
-    from horizonbench.tasks.validation import validate_parts
+    from horizonbench.tasks.validate.checks import validate_parts
 
     _parts(tmp_path / "t", _instances(10))
     summary = validate_parts(tmp_path / "t", "instances/maze", maze_suite(), tmp_path)
@@ -163,7 +163,7 @@ def test_a_partitioned_table_is_validated_part_by_part(tmp_path):
 
 
 def test_a_duplicate_in_two_parts_fails_the_table(tmp_path):
-    from horizonbench.tasks.validation import validate_parts
+    from horizonbench.tasks.validate.checks import validate_parts
 
     table = _instances(6)
     ids = table.column("instance_id").to_pylist()
@@ -178,7 +178,7 @@ def test_a_duplicate_in_two_parts_fails_the_table(tmp_path):
 def test_a_part_with_a_bad_nested_value_fails_in_the_slim_frame(tmp_path):
     """Nested columns become their lengths for the suite: a solution that does not end
     in rescue, or a facts list that is too short, still fails."""
-    from horizonbench.tasks.validation import slim_part, validate_parts
+    from horizonbench.tasks.validate.checks import slim_part, validate_parts
 
     table = _instances(6)
     rows = table.to_pylist()

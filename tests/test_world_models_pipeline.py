@@ -39,7 +39,7 @@ from horizonbench.harness.estimate import estimate_episode
 from horizonbench.models.base import AttemptRequest
 from horizonbench.models.engine import Outcome
 from horizonbench.schemas.config import WorldAgentSpec, parse_config
-from horizonbench.tasks.world_models import (
+from horizonbench.tasks.evaluate.world_models import (
     WORLD_ATTEMPTS_REL,
     harness_settings,
     model_agents,

@@ -17,7 +17,7 @@ import yaml
 
 from horizonbench.datasets.worlds.episode import EPISODE_INFO_DEFAULTS
 from horizonbench.schemas.expectations import episodes_suite, steps_suite
-from horizonbench.tasks.validation import validate_frame
+from horizonbench.tasks.validate.checks import validate_frame
 
 pytestmark = pytest.mark.flow
 EXE = Path(sys.executable).with_name("horizonbench")

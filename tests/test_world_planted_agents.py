@@ -36,7 +36,7 @@ from horizonbench.harness.estimate import estimate_agent, format_world_estimate
 from horizonbench.harness.offline import UNUSABLE_ANSWERS, UnusableAnswersAgent, planted_outcomes
 from horizonbench.harness.outputs import PlannerOutput, SelfDiagOutput, UpdaterOutput, read_output
 from horizonbench.schemas.config import parse_config
-from horizonbench.tasks.worlds import agent_specs
+from horizonbench.tasks.evaluate.world_episodes import agent_specs
 
 ENVS = ("stateful_puzzle", "graph_nav", "tool_dag")
 

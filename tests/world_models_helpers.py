@@ -22,7 +22,7 @@ import yaml
 
 from horizonbench.datasets.worlds.agents import OracleAgent
 from horizonbench.schemas.config import Config, parse_config
-from horizonbench.tasks.world_models import study_episodes
+from horizonbench.tasks.evaluate.world_models import study_episodes
 from world_agent_server import WorldAgentPlayer
 
 EXE = Path(sys.executable).with_name("horizonbench")

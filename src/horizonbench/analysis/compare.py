@@ -1,7 +1,7 @@
 """Comparing finished runs: L0 per model and setting, side by side, and its trend.
 
 Pure frames in, frames out; reading run folders and writing the comparison is
-``tasks/compare.py``'s job.
+``tasks/report/compare.py``'s job.
 
 Definitions (the README and the comparison page state the same):
 

@@ -1,6 +1,6 @@
 """L0 and eps: interval coverage of the decay fits and the compounding fit.
 
-Studies are simulated at the scores-table level ``tasks/analyse.py`` hands to
+Studies are simulated at the scores-table level ``tasks/analyse/scores.py`` hands to
 ``summary.fit_all`` (maze decay) and ``compounding_tables`` (puzzles), so the fits run
 exactly as in a pipeline run, bootstrap included.
 """

@@ -1,6 +1,6 @@
 """Figure 10: does the first violation come where a constant per-step error puts it?
 
-Studies are simulated at the scores-table level ``tasks/analyse.py`` hands to
+Studies are simulated at the scores-table level ``tasks/analyse/scores.py`` hands to
 ``seqbench.first_violation_by_length``: per attempt an optimal length L and the first
 violation drawn from a per-step hazard (the first step i, counted from 0, whose uniform
 draw falls below ``hazard(i)``), or a success when no step fails. The analysis function

@@ -312,7 +312,7 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
     except ConfigError as err:
         return _fail(str(err), 2)
     from horizonbench.schemas.config import check_requests
-    from horizonbench.tasks.run_folder import check_out
+    from horizonbench.tasks.run_folder.state import check_out
 
     try:
         check_requests(cfg, "config" if args.command == "demo" else args.config)
@@ -328,15 +328,15 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
         return _fail(problem, 2)
     out = Path(resolved)
     if cfg.dask.address:
-        from horizonbench.tasks.cluster import connect
+        from horizonbench.tasks.cluster.client import connect
 
         try:  # a bad or unreachable address, or workers of another version: one line
             connect(cfg.dask.address).close()
         except ConfigError as err:
             return _fail(str(err), 2)
 
-    from horizonbench.tasks import progress
-    from horizonbench.tasks.run_folder import run_lock
+    from horizonbench.tasks.cluster import progress
+    from horizonbench.tasks.run_folder.state import run_lock
 
     if args.no_progress:
         progress.ENABLED["value"] = False
@@ -367,7 +367,7 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
 
 def _print_json_status(out: Path, stream: Any) -> None:
     from horizonbench.core.errors import ConfigError
-    from horizonbench.tasks.status import run_status
+    from horizonbench.tasks.run_folder.status import run_status
 
     try:
         info = run_status(out)
@@ -378,7 +378,7 @@ def _print_json_status(out: Path, stream: Any) -> None:
 
 def _status(args: argparse.Namespace) -> int:
     from horizonbench.core.errors import ConfigError
-    from horizonbench.tasks.status import exit_code, format_status, run_status
+    from horizonbench.tasks.run_folder.status import exit_code, format_status, run_status
 
     try:
         info = run_status(Path(args.run), verify=args.verify)
@@ -432,7 +432,7 @@ def _exit_now(code: int) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     from horizonbench.core.errors import ConfigError, ValidationFailed
-    from horizonbench.tasks.export import export_run
+    from horizonbench.tasks.report.export import export_run
 
     run = Path(args.run)
     seed = args.seed
@@ -464,7 +464,7 @@ def _rebuild(args: argparse.Namespace) -> int:
     line); then the work runs as a small Prefect flow when an API is configured (it shows
     in the UI), else in-process without starting a temporary Prefect server."""
     from horizonbench.core.errors import ConfigError, HorizonbenchError
-    from horizonbench.tasks import compare as runs
+    from horizonbench.tasks.report import compare as runs
 
     _prefect_defaults()
     use_flow = bool(os.environ.get("PREFECT_API_URL"))
@@ -549,16 +549,16 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     generation and world stages share, and ready Great Expectations (every command that
     generates or simulates validates tables; the other commands never import it).
 
-    A small run (``tasks.cluster.small_run``) is the one whose start-up the user waits
+    A small run (``tasks.cluster.client.small_run``) is the one whose start-up the user waits
     for: it has no cluster (its shards run on this thread), and it first forks the side
-    process once the imports both need are done (``tasks.side_process``: the child
+    process once the imports both need are done (``tasks.cluster.side_process``: the child
     imports Great Expectations on whichever core is free, validates every table and
     draws half the report's figures). A larger run keeps Great Expectations here,
     imported in a thread while its worker processes start: its start-up is a small
     part of its time, and the side process would add about 200 MiB to the memory of the
     process tree (measured), which a run of a million instances keeps under 1.5 GB."""
     from horizonbench.cli.prefect_server import mark
-    from horizonbench.tasks.cluster import small_run
+    from horizonbench.tasks.cluster.client import small_run
 
     dry = getattr(args, "dry_run", False)
     # the world study (run or demo, not a dry run) simulates on Dask and validates too
@@ -567,7 +567,7 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     inline = small_run(cfg)
     forked = False
     if validates and inline:
-        from horizonbench.tasks.side_process import side_process
+        from horizonbench.tasks.cluster.side_process import side_process
 
         forked = stack.enter_context(side_process()) is not None
     import horizonbench.flows.pipeline  # noqa: F401 - prefect, pandas, the stages
@@ -575,7 +575,7 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     if not validates:
         mark("imports done")
         return
-    from horizonbench.tasks.cluster import shared_cluster
+    from horizonbench.tasks.cluster.client import shared_cluster
 
     if not inline:
         import distributed  # noqa: F401 - before another thread imports anything
@@ -642,13 +642,13 @@ def _flows(args: argparse.Namespace, cfg: Any, out: Path) -> int:
         print(f"instances: {Path(result) / 'instances'}")
         return 0
     if getattr(args, "dry_run", False):
-        from horizonbench.tasks.estimate import estimate_rows, format_estimate
+        from horizonbench.tasks.evaluate.estimate import estimate_rows, format_estimate
 
         generate_flow(cfg, str(out), _series(args))
         if cfg.families:
             print(format_estimate(estimate_rows(cfg, out)))
         if cfg.worlds is not None:
-            from horizonbench.tasks.world_models import world_estimate_rows
+            from horizonbench.tasks.evaluate.world_models import world_estimate_rows
 
             worlds = len(cfg.worlds.study().episodes(cfg.run.seed))
             offline = sum(1 for a in cfg.worlds.agents if a.kind != "model")
@@ -678,8 +678,8 @@ def _missing_attempts(out: Path, cfg: Any) -> int:
     world episodes of model agents unfinished (the same line the flow run fails with);
     else exit 4 when L bins are short of their quota (and the config does not allow it)."""
     from horizonbench.flows.pipeline import missing_summary, short_bins, silent_models, unfilled_summary
-    from horizonbench.tasks.spend import budget_problem
-    from horizonbench.tasks.world_models import unfinished_summary
+    from horizonbench.tasks.evaluate.world_models import unfinished_summary
+    from horizonbench.tasks.run_folder.spend import budget_problem
 
     try:
         counts = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["counts"]

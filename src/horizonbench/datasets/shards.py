@@ -47,7 +47,7 @@ def gc_paused() -> Iterator[None]:
     so nothing piles up while paused), yet the allocations alone trigger
     collections, and the full ones walk every row the shard has kept so far: about 4%
     of the CPU of a 2,000-candidate shard. The score stage's shards pause it too
-    (``tasks.score_shards``). Counted, so that shards running in several threads of one
+    (``tasks.score.shards``). Counted, so that shards running in several threads of one
     worker restore the collector only when the last one ends.
     """
     with _GC_LOCK:

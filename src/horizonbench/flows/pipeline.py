@@ -18,30 +18,30 @@ from horizonbench.flows.repair import repair
 from horizonbench.schemas.config import Config, check_requests, load_config, parse_config, today_utc
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
-from horizonbench.tasks import run_folder
-from horizonbench.tasks.analyse import analyse
-from horizonbench.tasks.evaluate import evaluate_models
-from horizonbench.tasks.generate import generate_instances
-from horizonbench.tasks.layout import instances_rel
-from horizonbench.tasks.manifest import MANIFEST, git_sha, versions, write_manifest
-from horizonbench.tasks.report import REPORT_REL, build_report
-from horizonbench.tasks.score import SCORES_REL, score_attempts
-from horizonbench.tasks.spend import budget_counts, budget_problem, spend_lines
-from horizonbench.tasks.storage import STAGING, promote, rows_to_table, staged, write_table
-from horizonbench.tasks.validate import validate_table
-from horizonbench.tasks.world_models import (
-    WORLD_ATTEMPTS_REL,
-    rerun_hint,
-    run_world_models,
-    unfinished_summary,
-)
-from horizonbench.tasks.worlds import (
+from horizonbench.tasks.analyse.scores import analyse
+from horizonbench.tasks.evaluate.attempts import evaluate_models
+from horizonbench.tasks.evaluate.world_episodes import (
     EPISODES_REL,
     STEPS_REL,
     analyse_worlds,
     run_world_episodes,
     write_world_tables,
 )
+from horizonbench.tasks.evaluate.world_models import (
+    WORLD_ATTEMPTS_REL,
+    rerun_hint,
+    run_world_models,
+    unfinished_summary,
+)
+from horizonbench.tasks.generate.instances import generate_instances
+from horizonbench.tasks.report.page import REPORT_REL, build_report
+from horizonbench.tasks.run_folder import state as run_folder
+from horizonbench.tasks.run_folder.layout import instances_rel
+from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha, versions, write_manifest
+from horizonbench.tasks.run_folder.spend import budget_counts, budget_problem, spend_lines
+from horizonbench.tasks.run_folder.storage import STAGING, promote, rows_to_table, staged, write_table
+from horizonbench.tasks.score.stage import SCORES_REL, score_attempts
+from horizonbench.tasks.validate.stage import validate_table
 
 
 def _resolve(config: dict[str, Any] | Config | str, out: str) -> tuple[Config, Path]:
@@ -160,13 +160,13 @@ def _finish(
     run: Path, out_template: str, title: str, counts: dict[str, Any], problems: list[str], report: Path | None
 ) -> None:
     """The end of a run that got through: state, ``latest`` pointer, Prefect artifacts."""
-    from horizonbench.tasks.artifacts import publish
+    from horizonbench.tasks.report.artifacts import publish
 
     run_folder.current(run, "validate")
     run_folder.current(run, "manifest")
     run_folder.finish(run, "failed" if problems else "completed", problems)
     if not problems and run_folder.point_latest(out_template, run) is None:
-        from horizonbench.tasks.verify import unverified
+        from horizonbench.tasks.run_folder.verify import unverified
 
         why = unverified(run)
         if why:  # a file went missing or was cut short since the manifest

@@ -1,5 +1,5 @@
 """Small flows over finished run folders: rebuild the analysis, rebuild the report,
-compare runs. Each calls the stages of ``tasks/compare.py``; inside these flows the
+compare runs. Each calls the stages of ``tasks/report/compare.py``; inside these flows the
 analysis and report stages run as Prefect tasks, so a rebuild shows in the UI like a
 run. The command line uses them when ``PREFECT_API_URL`` is set, and calls the same
 functions directly otherwise (no temporary server for seconds of work)."""
@@ -11,7 +11,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from horizonbench.tasks.compare import rebuild_analysis, rebuild_report, write_compare
+from horizonbench.tasks.report.compare import rebuild_analysis, rebuild_report, write_compare
 
 
 @flow(name="horizonbench-analyze", validate_parameters=False)

@@ -1,7 +1,7 @@
 """A rerun that repairs: only the stages that own a damaged file run again.
 
 When a rerun starts in a folder that holds a completed run of the same config and some
-of its files are missing or changed (``tasks.verify.repair_plan``), rerunning every
+of its files are missing or changed (``tasks.run_folder.verify.repair_plan``), rerunning every
 stage would rewrite the intact outputs too (the analysis, the report, the validation
 records, the attempts table: their bytes or times change). Instead the stages that
 own the damage run alone, into staging, and only the damaged files are moved into
@@ -28,14 +28,14 @@ from typing import Any
 from prefect import get_run_logger
 
 from horizonbench.schemas.config import Config
-from horizonbench.tasks import run_folder
-from horizonbench.tasks.manifest import MANIFEST
-from horizonbench.tasks.storage import STAGING, write_json
-from horizonbench.tasks.verify import REPAIRABLE, repair_plan, restore
+from horizonbench.tasks.run_folder import state as run_folder
+from horizonbench.tasks.run_folder.manifest import MANIFEST
+from horizonbench.tasks.run_folder.storage import STAGING, write_json
+from horizonbench.tasks.run_folder.verify import REPAIRABLE, repair_plan, restore
 
 
 def repair(cfg: Config, run: Path, command: str, stages: Sequence[str] = REPAIRABLE) -> dict[str, Any] | None:
-    """Repair ``run`` in place if :func:`~horizonbench.tasks.verify.repair_plan` says it
+    """Repair ``run`` in place if :func:`~horizonbench.tasks.run_folder.verify.repair_plan` says it
     can; returns the manifest's counts of the run (for the end of the flow), or
     ``None`` when the caller must run every stage (nothing was repaired then, and the
     damaged outputs are marked ``damaged`` in the state until the ordinary rerun's
@@ -76,11 +76,11 @@ def repair(cfg: Config, run: Path, command: str, stages: Sequence[str] = REPAIRA
 def _run_stage(cfg: Config, run: Path, stage: str) -> None:
     """One stage into staging (nothing promoted: :func:`restore` moves what it must)."""
     if stage == "generate":
-        from horizonbench.tasks.generate import generate_instances
+        from horizonbench.tasks.generate.instances import generate_instances
 
         generate_instances(cfg, str(run))
     elif stage == "score":
-        from horizonbench.tasks.score import score_attempts
+        from horizonbench.tasks.score.stage import score_attempts
 
         score_attempts(cfg, str(run))
     else:  # pragma: no cover - REPAIRABLE names only these

@@ -506,14 +506,14 @@ def render_report(
     sweep part compares every setting of a swept family, and the puzzle section the rows
     of PUZZLE_FAMILIES, in both modes.
 
-    ``examples`` are the failing answers to browse (``tasks/report.failure_examples``),
+    ``examples`` are the failing answers to browse (``tasks/report/page.failure_examples``),
     ``failures_total`` each model's count of failures (so the page says how many it
     leaves out; without it, the count shown), ``failures_per_model`` the cap they were
-    chosen under, ``maps`` the violation maps (``tasks/report.violation_maps``).
+    chosen under, ``maps`` the violation maps (``tasks/report/page.violation_maps``).
 
     ``offload(fn, *args)`` may start ``fn`` elsewhere and return its future (or None):
     the seqBench figures are drawn there while this process draws the others (the
-    command's side process, ``tasks.side_process``); the same bytes either way.
+    command's side process, ``tasks.cluster.side_process``); the same bytes either way.
     """
     given = {
         "overall": overall,

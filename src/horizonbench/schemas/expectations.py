@@ -210,7 +210,7 @@ def steps_suite(min_rows: int = 1) -> Suite:
 
 def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
     """Add the helper columns the suites check (prefixed with an underscore)."""
-    if "_solution_actions" in df:  # derived already, batch by batch (``tasks.validation``)
+    if "_solution_actions" in df:  # derived already, batch by batch (``tasks.validate.checks``)
         return df
     out = df.copy()
     if table.startswith("instances/"):

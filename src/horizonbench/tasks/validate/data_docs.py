@@ -17,7 +17,7 @@ import json
 import re
 from pathlib import Path
 
-from horizonbench.tasks.storage import write_text
+from horizonbench.tasks.run_folder.storage import write_text
 
 OFFLINE_MARK = "<!--horizonbench-offline-->"
 GX_INDEX = "index-gx.html"

@@ -10,5 +10,5 @@ SCORES_REL = "scores/scores.parquet"
 
 
 def instances_rel(family: str) -> str:
-    """A family label's instance table: a folder of parts (``tasks.table_parts``)."""
+    """A family label's instance table: a folder of parts (``tasks.run_folder.table_parts``)."""
     return f"instances/{family}"

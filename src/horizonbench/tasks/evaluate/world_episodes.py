@@ -21,9 +21,9 @@ from horizonbench.analysis.worlds import world_tables
 from horizonbench.datasets.worlds.study import AgentSpec, run_shard
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import EPISODES_SCHEMA, STEPS_SCHEMA, WORLD_ANALYSIS_SCHEMAS
-from horizonbench.tasks import progress as prog
-from horizonbench.tasks.cluster import dask_client
-from horizonbench.tasks.storage import rows_to_table, staged, write_table
+from horizonbench.tasks.cluster import progress as prog
+from horizonbench.tasks.cluster.client import dask_client
+from horizonbench.tasks.run_folder.storage import rows_to_table, staged, write_table
 
 EPISODES_REL = "episodes/part-0.parquet"
 STEPS_REL = "steps/part-0.parquet"
@@ -31,7 +31,7 @@ WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
 
 
 def agent_specs(cfg: Config) -> list[AgentSpec]:
-    """The study's offline agents (model agents play in tasks/world_models.py). The
+    """The study's offline agents (model agents play in tasks/evaluate/world_models.py). The
     ``unusable`` agent plays through the harness with the study's harness limits."""
     assert cfg.worlds is not None
     h = cfg.worlds.harness

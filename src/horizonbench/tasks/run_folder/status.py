@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from horizonbench.core.errors import ConfigError
-from horizonbench.tasks.run_folder import STATE, holder, lock_is_held, read_state
-from horizonbench.tasks.spend import folder_spend, spend_lines
+from horizonbench.tasks.run_folder.spend import folder_spend, spend_lines
+from horizonbench.tasks.run_folder.state import STATE, holder, lock_is_held, read_state
 
 #: exit codes of ``horizonbench status``: 0 completed, every output current and intact;
 #: 1 not done (running, failed, crashed, cancelled, or outputs stale); 2 not a run folder
 #: (the CLI's bad-input code); 3 damaged: an output is missing or not what the manifest
-#: recorded (``tasks.verify``), whatever the state says; a rerun repairs it
+#: recorded (``tasks.run_folder.verify``), whatever the state says; a rerun repairs it
 DONE, NOT_DONE, DAMAGED = 0, 1, 3
 
 
@@ -48,7 +48,7 @@ def _json_number(value: Any) -> Any:
 def run_status(run: Path, verify: bool = False) -> dict[str, Any]:
     """The folder's status as plain data (what ``--json`` prints).
 
-    The outputs are checked against the manifest (``tasks.verify``): their sizes, and
+    The outputs are checked against the manifest (``tasks.run_folder.verify``): their sizes, and
     with ``verify`` their sha256 too. ``damaged`` lists every file that is missing or
     changed (an output with one leaves ``current``); ``checked`` says how deep the check
     went (``None`` while a run writes the folder, or without a manifest)."""
@@ -107,7 +107,7 @@ def _damaged(
     """The damaged files, as dicts, and the depth of the check (see ``run_status``)."""
     if manifest is None or running:
         return [], None
-    from horizonbench.tasks.verify import check
+    from horizonbench.tasks.run_folder.verify import check
 
     return [d.as_dict() for d in check(run, manifest, hashes=hashes)], "sha256" if hashes else "size"
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizonbench.schemas.tables import with_version
-from horizonbench.tasks.storage import umask_bits
+from horizonbench.tasks.run_folder.storage import umask_bits
 
 #: rows per row group: a reader filtering or batching a part decodes at most this many
 ROW_GROUP_ROWS = 5_000

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from horizonbench.tasks.spend import spend_lines
+from horizonbench.tasks.run_folder.spend import spend_lines
 
 #: the analysis tables whose rows go into the horizon table artifact
 _HORIZONS = (

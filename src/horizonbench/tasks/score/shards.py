@@ -34,9 +34,9 @@ from horizonbench.core.registry import get_family
 from horizonbench.core.types import Score
 from horizonbench.datasets.shards import from_ipc, gc_paused
 from horizonbench.schemas.tables import SCORES_SCHEMA
-from horizonbench.tasks import progress as prog
-from horizonbench.tasks.rollouts import score_rollout
-from horizonbench.tasks.table_parts import TableWriter, part_files
+from horizonbench.tasks.cluster import progress as prog
+from horizonbench.tasks.evaluate.rollouts import score_rollout
+from horizonbench.tasks.run_folder.table_parts import TableWriter, part_files
 
 #: the attempt columns scoring reads
 ATTEMPT_COLUMNS = (

@@ -16,11 +16,11 @@ from horizonbench.analysis.failures import ATTEMPT_KEY, choose_failures, choose_
 from horizonbench.reports.html import render_report
 from horizonbench.reports.maze_map import violation_map_for_answer
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
-from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
-from horizonbench.tasks.side_process import offload
-from horizonbench.tasks.storage import write_text
-from horizonbench.tasks.table_parts import part_files
-from horizonbench.tasks.worlds import read_world_analysis
+from horizonbench.tasks.cluster.side_process import offload
+from horizonbench.tasks.evaluate.world_episodes import read_world_analysis
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
+from horizonbench.tasks.run_folder.storage import write_text
+from horizonbench.tasks.run_folder.table_parts import part_files
 
 REPORT_REL = "report/index.html"
 #: failing answers the report shows per model (stratified; analysis/failures.py)

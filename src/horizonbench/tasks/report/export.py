@@ -24,10 +24,10 @@ from horizonbench.core.registry import get_family
 from horizonbench.datasets.puzzles.steps import SPLITS, assign_splits, step_rows
 from horizonbench.schemas.expectations import export_suite
 from horizonbench.schemas.tables import with_version
-from horizonbench.tasks.layout import instances_rel
-from horizonbench.tasks.table_parts import read_parts
-from horizonbench.tasks.validation import validate_frame
-from horizonbench.tasks.verify import check_tables, read_manifest
+from horizonbench.tasks.run_folder.layout import instances_rel
+from horizonbench.tasks.run_folder.table_parts import read_parts
+from horizonbench.tasks.run_folder.verify import check_tables, read_manifest
+from horizonbench.tasks.validate.checks import validate_frame
 
 STEP_FIELDS = [
     pa.field("instance_id", pa.string(), nullable=False),

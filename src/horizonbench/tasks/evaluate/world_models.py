@@ -27,9 +27,9 @@ from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.base import AttemptRequest
 from horizonbench.models.engine import Evaluation, ModelRunner, Outcome, attempt_row
 from horizonbench.schemas.config import Config, ModelSpec, WorldAgentSpec
-from horizonbench.tasks import progress as prog
-from horizonbench.tasks.evaluate import build_runner, run_tag, store_path
-from horizonbench.tasks.spend import run_budget
+from horizonbench.tasks.cluster import progress as prog
+from horizonbench.tasks.evaluate.attempts import build_runner, run_tag, store_path
+from horizonbench.tasks.run_folder.spend import run_budget
 
 WORLD_ATTEMPTS_REL = "attempts/world_attempts.parquet"
 
@@ -226,7 +226,7 @@ def run_world_models(cfg: Config, run: str) -> dict[str, Any]:
             )
         for runner in runners.values():
             runner.close()
-    # which caps refused a call: "total" and/or model names (tasks/spend.budget_hint)
+    # which caps refused a call: "total" and/or model names (tasks/run_folder/spend.budget_hint)
     out["budget_refused"] = sorted(budget.refused)
     return out
 

@@ -229,7 +229,7 @@ def side_process() -> Iterator[SideProcess | None]:
 
 def check_table(path: str, table: str, suite: Any, run: str) -> dict[str, Any]:
     """``validation.check_table`` in the side process when one runs, else here."""
-    from horizonbench.tasks.validation import check_table as check_here
+    from horizonbench.tasks.validate.checks import check_table as check_here
 
     proc = _ACTIVE.get("process")
     if proc is None:
@@ -254,7 +254,7 @@ def serve(read_fd: int, write_fd: int) -> None:
     os.environ.setdefault("TQDM_DISABLE", "1")
     import great_expectations  # noqa: F401 - its first use is the flow's first validation
 
-    import horizonbench.tasks.validation  # noqa: F401
+    import horizonbench.tasks.validate.checks  # noqa: F401
     from horizonbench.cli.prefect_server import mark
 
     mark("gx imported")

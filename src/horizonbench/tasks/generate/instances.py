@@ -1,6 +1,6 @@
 """Generate stage: oversample candidates on Dask, keep them in index order, stream the
 kept rows into the staged instance table part by part; candidate ranges a previous run
-finished come from the shard cache (``tasks.shard_cache``) instead of the cluster."""
+finished come from the shard cache (``tasks.generate.shard_cache``) instead of the cluster."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from horizonbench.core.registry import get_family
 from horizonbench.datasets.sampling import Selector
 from horizonbench.datasets.shards import NOT_NEEDED, ShardBatch, generate_shard_batch
 from horizonbench.schemas.config import Config, FamilySpec
-from horizonbench.tasks import progress as prog
-from horizonbench.tasks.cluster import dask_client, lost_cluster
-from horizonbench.tasks.layout import instances_rel
-from horizonbench.tasks.shard_cache import CachedShard, FamilyShards, ShardCache, cache_settings
-from horizonbench.tasks.storage import staged
-from horizonbench.tasks.table_parts import PartWriter
+from horizonbench.tasks.cluster import progress as prog
+from horizonbench.tasks.cluster.client import dask_client, lost_cluster
+from horizonbench.tasks.generate.shard_cache import CachedShard, FamilyShards, ShardCache, cache_settings
+from horizonbench.tasks.run_folder.layout import instances_rel
+from horizonbench.tasks.run_folder.storage import staged
+from horizonbench.tasks.run_folder.table_parts import PartWriter
 
 #: shards a family's sampler may hold per slot of its window: results that arrived
 #: before their turn wait in the queue without taking a slot (bounded, since each is a
@@ -446,7 +446,7 @@ def generate_all(
     The plain function behind the ``generate`` task (tests call it without Prefect).
     The shard cache is ``generation.cache_dir`` when the config names one (a series of
     nightly runs shares it), else ``<run>/cache/shards``; it is pruned to its bound
-    after a finished generation (``tasks.shard_cache``).
+    after a finished generation (``tasks.generate.shard_cache``).
     """
     root, bound = cache_settings(cfg, run_dir)
     cache = ShardCache(root, bound)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # status imports this module: no pydantic for it
 
 #: the key of the total cap in the store's budget_caps table
 _TOTAL_KEY = ""
-#: where a run folder keeps its tag (tasks/evaluate.py RUN_TAG_REL)
+#: where a run folder keeps its tag (tasks/evaluate/attempts.py RUN_TAG_REL)
 _RUN_TAG_REL = "attempts/run_tag"
 #: what a user passes to raise the total cap
 RAISE_HINT = "raise evaluation.budget_usd in the config or pass --budget-usd X"

@@ -1,5 +1,5 @@
 """Score stage: parse every answer and replay it in its family's simulator, in shards on
-the Dask cluster (see tasks/score_shards.py), streaming the scores table."""
+the Dask cluster (see tasks/score/shards.py), streaming the scores table."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from prefect import task
 from prefect.cache_policies import NONE
 
 from horizonbench.schemas.config import Config
-from horizonbench.tasks.cluster import dask_client, is_inline, lost_cluster
-from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
-from horizonbench.tasks.score_shards import ShardSizer, score_rows, score_table
-from horizonbench.tasks.storage import staged
+from horizonbench.tasks.cluster.client import dask_client, is_inline, lost_cluster
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
+from horizonbench.tasks.run_folder.storage import staged
+from horizonbench.tasks.score.shards import ShardSizer, score_rows, score_table
 
 __all__ = ["SCORES_REL", "score_attempts", "score_rows", "score_run"]
 

@@ -4,7 +4,7 @@ The result of every run (passed or not) is written to ``<run>/validation/`` so a
 failure can be read afterwards. Tables live in staging until their suite passes.
 
 Plain functions, no Prefect: a command runs them in its side process
-(``tasks.side_process``); ``tasks.validate`` is the Prefect task around them.
+(``tasks.cluster.side_process``); ``tasks.validate.stage`` is the Prefect task around them.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pyarrow.compute as pc
 
 from horizonbench.core.errors import ValidationFailed
 from horizonbench.schemas.expectations import Suite, derived_columns
-from horizonbench.tasks.storage import write_json, write_text
-from horizonbench.tasks.table_parts import part_files, read_parts
+from horizonbench.tasks.run_folder.storage import write_json, write_text
+from horizonbench.tasks.run_folder.table_parts import part_files, read_parts
 
 #: rows turned into pandas at once while validating a part (nested cells are Python
 #: objects there: a 40x40 maze's solution is about 80 dicts)
@@ -280,7 +280,7 @@ def check_table(path: str, table: str, suite: Suite, run: str) -> dict[str, Any]
     data docs to open offline; the summary says whether it passed and why not."""
     import pyarrow.parquet as pq
 
-    from horizonbench.tasks.data_docs import make_offline
+    from horizonbench.tasks.validate.data_docs import make_offline
 
     if Path(path).is_dir():
         summary = validate_parts(Path(path), table, suite, Path(run))

@@ -14,7 +14,7 @@ from prefect.cache_policies import NONE
 
 from horizonbench.core.errors import ValidationFailed
 from horizonbench.schemas.expectations import Suite
-from horizonbench.tasks.side_process import check_table
+from horizonbench.tasks.cluster.side_process import check_table
 
 
 @task(name="validate", cache_policy=NONE)

@@ -16,8 +16,8 @@ from horizonbench.analysis import seqbench, summary, sweep
 from horizonbench.analysis.compounding import compounding_tables
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, CROSS_FAMILY_TABLES, SCORES_SCHEMA
-from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL
-from horizonbench.tasks.storage import write_table
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL
+from horizonbench.tasks.run_folder.storage import write_table
 
 
 def answered_scores(scores: pd.DataFrame) -> pd.DataFrame:

@@ -17,7 +17,7 @@ from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.engine import ModelRunner, prompt_chars, split_stored
 from horizonbench.models.factory import build_model
 from horizonbench.schemas.config import Config
-from horizonbench.tasks.evaluate import (
+from horizonbench.tasks.evaluate.attempts import (
     build_conversations,
     build_requests,
     render_prompts,

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from horizonbench.core.errors import ConfigError
-from horizonbench.tasks.storage import write_json, write_text
+from horizonbench.tasks.run_folder.storage import write_json, write_text
 
 LOCK = ".horizonbench.lock"
 STATE = "state.json"
@@ -390,9 +390,9 @@ def series_folder(template: str, out: Path) -> tuple[Path, str] | None:
 def point_latest(template: str, out: Path) -> Path | None:
     """Move the series' ``latest`` symlink to this run (relative, so the series folder
     can move); replaced atomically, so a reader never finds it missing. Only to a run
-    whose outputs are all there at their recorded sizes (``tasks.verify.unverified``):
+    whose outputs are all there at their recorded sizes (``tasks.run_folder.verify.unverified``):
     ``None``, the link left where it was, otherwise."""
-    from horizonbench.tasks.verify import unverified  # it imports this module
+    from horizonbench.tasks.run_folder.verify import unverified  # it imports this module
 
     found = series_folder(template, out)
     if found is None or unverified(out) is not None:

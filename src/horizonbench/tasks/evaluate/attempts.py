@@ -53,12 +53,12 @@ from horizonbench.models.rate_limit import RateLimiter
 from horizonbench.models.retry import RetryPolicy
 from horizonbench.schemas.config import Config, ModelSpec
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA, PROMPTS_SCHEMA, with_version
-from horizonbench.tasks import progress as prog
-from horizonbench.tasks.layout import ATTEMPTS_REL, PROMPTS_REL, instances_rel
-from horizonbench.tasks.rollouts import RolloutConversation
-from horizonbench.tasks.spend import run_budget
-from horizonbench.tasks.storage import atomic_path, rows_to_table, write_table
-from horizonbench.tasks.table_parts import read_parts
+from horizonbench.tasks.cluster import progress as prog
+from horizonbench.tasks.evaluate.rollouts import RolloutConversation
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, PROMPTS_REL, instances_rel
+from horizonbench.tasks.run_folder.spend import run_budget
+from horizonbench.tasks.run_folder.storage import atomic_path, rows_to_table, write_table
+from horizonbench.tasks.run_folder.table_parts import read_parts
 
 RUN_TAG_REL = "attempts/run_tag"
 #: how long a finished evaluation waits for its model task runs to record their states
@@ -596,7 +596,7 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
         "cost_usd_this_run": round(budget.spent_this_run_usd, 6),
         "budget_usd": cfg.evaluation.budget_usd,
         "budget_reached": budget.exhausted,
-        # which caps refused a call: "total" and/or model names (tasks/spend.budget_hint)
+        # which caps refused a call: "total" and/or model names (tasks/run_folder/spend.budget_hint)
         "budget_refused": sorted(budget.refused),
     }
     return {"models": counts, "total": total}

@@ -30,12 +30,12 @@ from horizonbench.analysis import compare as cmp
 from horizonbench.core.errors import ConfigError
 from horizonbench.schemas.config import Config, parse_config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, WORLD_ANALYSIS_SCHEMAS
-from horizonbench.tasks.layout import ATTEMPTS_REL, SCORES_REL
-from horizonbench.tasks.manifest import MANIFEST, git_sha
-from horizonbench.tasks.storage import sha256_file, write_json, write_table, write_text
-from horizonbench.tasks.verify import check_tables
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL
+from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha
+from horizonbench.tasks.run_folder.storage import sha256_file, write_json, write_table, write_text
+from horizonbench.tasks.run_folder.verify import check_tables
 
-# the run folder's layout, as tasks/worlds.py writes it (importing that module would
+# the run folder's layout, as tasks/evaluate/world_episodes.py writes it (importing that module would
 # load the model providers, seconds that ``compare`` has no use for)
 EPISODES_REL = "episodes/part-0.parquet"
 WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
@@ -109,7 +109,7 @@ def read_run(path: Path, flag: str = "--run") -> RunFolder:
     return RunFolder(path, manifest, cfg)
 
 
-#: what ``analyze`` and ``report`` read, checked against the manifest first (``tasks.verify``)
+#: what ``analyze`` and ``report`` read, checked against the manifest first (``tasks.run_folder.verify``)
 ANALYZE_READS = (SCORES_REL, ATTEMPTS_REL, "episodes", "steps")
 REPORT_READS = (*ANALYZE_READS, "instances", "analysis")
 
@@ -137,7 +137,7 @@ def _episodes(run: RunFolder) -> int:
 def analysis_parts(run: RunFolder) -> list[str]:
     """What the analysis of ``run`` is built from: ``"scores"`` (families) and/or
     ``"episodes"`` (a world study). ConfigError when a table the run's counts promise
-    is missing, unreadable or not what the manifest recorded (``tasks.verify``), or when
+    is missing, unreadable or not what the manifest recorded (``tasks.run_folder.verify``), or when
     there is nothing to analyse."""
     check_tables(run.path, run.manifest, ANALYZE_READS)
     parts = []
@@ -197,9 +197,9 @@ def _rel(run: RunFolder, path: str | Path) -> str:
 def rebuild_analysis(path: Path) -> dict[str, str]:
     """Rewrite ``<run>/analysis/*`` from the scores and episodes tables with the
     config in the manifest; returns the paths written, by table name."""
-    from horizonbench.tasks.analyse import analyse
-    from horizonbench.tasks.run_folder import run_lock
-    from horizonbench.tasks.worlds import analyse_worlds
+    from horizonbench.tasks.analyse.scores import analyse
+    from horizonbench.tasks.evaluate.world_episodes import analyse_worlds
+    from horizonbench.tasks.run_folder.state import run_lock
 
     run = read_run(path)
     parts = analysis_parts(run)
@@ -273,8 +273,8 @@ def report_parts(run: RunFolder) -> list[str]:
 
 def rebuild_report(path: Path) -> str:
     """Rewrite ``<run>/report/index.html`` from the run's tables and analysis."""
-    from horizonbench.tasks.report import build_report
-    from horizonbench.tasks.run_folder import run_lock
+    from horizonbench.tasks.report.page import build_report
+    from horizonbench.tasks.run_folder.state import run_lock
 
     run = read_run(path)
     report_parts(run)

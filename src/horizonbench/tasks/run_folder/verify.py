@@ -1,6 +1,6 @@
 """Is a run folder still what its manifest recorded? Missing, truncated or changed files.
 
-The manifest (``tasks.manifest``) records every result file's sha256
+The manifest (``tasks.run_folder.manifest``) records every result file's sha256
 (``content_sha256``) and size (``content_bytes``; manifests from before it have hashes
 only). ``state.json`` says which outputs a run *wrote*; only this module says whether
 they are still *there*: a deleted table, a truncated part or a flipped byte never
@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from horizonbench.core.errors import ConfigError, RunFolderDamaged
-from horizonbench.tasks.run_folder import STAGE_OUTPUTS
-from horizonbench.tasks.storage import sha256_file
+from horizonbench.tasks.run_folder.state import STAGE_OUTPUTS
+from horizonbench.tasks.run_folder.storage import sha256_file
 
 MANIFEST = "manifest.json"
 #: stages whose outputs are not checked: GX's records (rewritten by ``export``'s
@@ -243,7 +243,7 @@ def repair_plan(
     the folder is known good (every file at its recorded sha256: this reads every
     output once, which a rerun that recomputes can afford), and the stages are deterministic, so the
     repaired files must come back byte-identical (:func:`restore` checks it)."""
-    from horizonbench.tasks.run_folder import output_config, read_state
+    from horizonbench.tasks.run_folder.state import output_config, read_state
 
     try:
         state = read_state(run)
@@ -273,7 +273,7 @@ def restore(run: Path, damage: Sequence[Damage], stage: str) -> list[str] | None
     nothing moved) when a staged copy is missing or differs."""
     import os
 
-    from horizonbench.tasks.storage import staged
+    from horizonbench.tasks.run_folder.storage import staged
 
     manifest = read_manifest(run) or {}
     hashes = manifest.get("content_sha256") or {}

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from horizonbench import __version__
-from horizonbench.tasks.storage import STAGING, sha256_file, write_json
+from horizonbench.tasks.run_folder.storage import STAGING, sha256_file, write_json
 
 MANIFEST = "manifest.json"
 _PACKAGES = (
@@ -27,11 +27,11 @@ _PACKAGES = (
     "matplotlib",
 )
 #: files that are not results: the resumable answer cache, GX's scratch output, and
-#: cached generation shards (``tasks.shard_cache``: scratch a rerun reuses, pruned at will)
+#: cached generation shards (``tasks.generate.shard_cache``: scratch a rerun reuses, pruned at will)
 _SKIP_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp", ".hbshard")
 #: folders of the run that hold no results (the run's own shard cache)
 _SKIP_DIRS = ("cache/",)
-#: the run folder's lock and live state (``tasks.run_folder``): they change after the
+#: the run folder's lock and live state (``tasks.run_folder.state``): they change after the
 #: manifest is written (the state's last word is the run's end)
 _SKIP_FILES = (".horizonbench.lock", "state.json")
 
@@ -86,7 +86,7 @@ def content_hashes(run: Path) -> dict[str, str]:
 def content_records(run: Path) -> tuple[dict[str, str], dict[str, int]]:
     """Each result file's sha256 and size in bytes (``content_sha256``,
     ``content_bytes``): the size lets ``horizonbench status`` find a deleted or
-    truncated file without reading any (``tasks.verify``)."""
+    truncated file without reading any (``tasks.run_folder.verify``)."""
     hashes, sizes = {}, {}
     for rel, path in _result_files(run):
         sizes[rel] = path.stat().st_size

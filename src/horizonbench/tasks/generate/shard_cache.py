@@ -4,7 +4,7 @@ Every candidate's outcome is a pure function of (family, params, root seed, cand
 index) and of the generator's code, so a shard is keyed by a content hash of exactly
 those (``shard_key``) plus its candidate range, never by the shard boundaries or the
 timing that chose them. A later run covers its candidate index space with whatever
-ranges are on disk and generates only the gaps (``tasks.generate.sample_family``).
+ranges are on disk and generates only the gaps (``tasks.generate.instances.sample_family``).
 
 What a file holds, and why it is enough for any sampler state: the per-candidate
 outcomes of the range, the rows the shard returned, and the set of lengths the shard
@@ -48,7 +48,7 @@ import pyarrow as pa
 from horizonbench import __version__
 from horizonbench.core.registry import family_of, get_family
 from horizonbench.datasets.shards import ShardBatch, from_ipc, to_ipc
-from horizonbench.tasks.storage import umask_bits
+from horizonbench.tasks.run_folder.storage import umask_bits
 
 #: where a run keeps its shards when the config names no shared folder
 CACHE_REL = "cache/shards"
@@ -74,7 +74,7 @@ _OUTCOME_SCHEMA = pa.schema(
 
 
 def _package_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def _sources(family: Any) -> list[Path]:

@@ -1,0 +1,4 @@
+"""Evaluate stage: models answer instances (``attempts``, with rollout episodes as
+conversations in ``rollouts``), agents play the world study (``world_episodes`` offline,
+``world_models`` through the harness), and ``estimate`` says what a run would send and
+cost without sending anything."""
