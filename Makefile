@@ -29,18 +29,9 @@ lint: install
 test: install lint
 	$(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadfile
 
+# benchmarks/run.py holds the list of benchmarks (and runs each in its own process)
 bench: install
 	$(BIN)/python benchmarks/run.py
-	$(BIN)/python benchmarks/scoring.py
-	$(BIN)/python benchmarks/evaluation.py
-	$(BIN)/python benchmarks/puzzles.py
-	$(BIN)/python benchmarks/worlds.py
-	$(BIN)/python benchmarks/harness.py
-	$(BIN)/python benchmarks/analysis_scale.py
-	$(BIN)/python benchmarks/overhead.py
-	$(BIN)/python benchmarks/scale.py
-	$(BIN)/python benchmarks/puzzle_progress.py
-	$(BIN)/python benchmarks/calibration.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache .hypothesis

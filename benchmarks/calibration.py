@@ -25,6 +25,8 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from common import log, print_table
+
 from horizonbench.calibration import load_cases, results_table, run_case
 
 
@@ -43,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     names = [n for n in load_cases() if args.cases in n]
-    print(f"[bench] calibration: {len(names)} case(s), {args.studies} studies per arm", file=sys.stderr)
+    log(f"calibration: {len(names)} case(s), {args.studies} studies per arm")
     wall = time.perf_counter()
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs) as pool:
@@ -53,19 +55,21 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(f"Calibration suite ({args.studies} studies per arm, seed {args.seed})")
-    head = (
-        f"{'case':<52} {'arm':<8} {'measure':<22} {'target':>10} {'measured':>9} "
-        f"{'Wilson 95%':>15} {'undef':>6}  verdict"
-    )
-    print(head)
-    print("-" * len(head))
+    lines = []
     sides = []
     for (rows, cpu), name in zip(outs, names, strict=True):
         for row in rows:
-            interval = f"{row['low']:.3f}-{row['high']:.3f}"
-            print(
-                f"{name:<52} {row['arm']:<8} {row['measure']:<22} {row['target']:>10} "
-                f"{row['measured']:>9.3f} {interval:>15} {row['undefined']:>6}  {row['verdict']}"
+            lines.append(
+                (
+                    name,
+                    str(row["arm"]),
+                    str(row["measure"]),
+                    str(row["target"]),
+                    f"{row['measured']:.3f}",
+                    f"{row['low']:.3f}-{row['high']:.3f}",
+                    str(row["undefined"]),
+                    str(row["verdict"]),
+                )
             )
             extra = {k[5:]: v for k, v in row.items() if k.startswith("mean ")}
             if extra:
@@ -75,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 sides.append(f"  {name} [{row['arm']}]: mean {text}")
         sides.append(f"  {name}: {cpu:.1f} CPU-s")
+    head = ("case", "arm", "measure", "target", "measured", "Wilson 95%", "undef", "verdict")
+    print_table(head, lines, left=(0, 1, 2, 7))
     print()
     print("Side figures (means over the studies of an arm):")
     print("\n".join(sides))

@@ -8,7 +8,7 @@ script prints in one place. A report, not a test: it always exits 0 on a readabl
     .venv/bin/python benchmarks/doc_figures.py run runs/figure1         # a finished run folder
     .venv/bin/python benchmarks/doc_figures.py run runs/demo
     .venv/bin/python benchmarks/doc_figures.py horizons                 # median L* per cell
-    .venv/bin/python benchmarks/doc_figures.py baseline                 # run.py's baseline mazes
+    .venv/bin/python benchmarks/doc_figures.py baseline                 # the throughput baseline's mazes
 
 ``run DIR``: per instance table the candidates generated, certified and kept and the
 rejections (the manifest's counts); per puzzle family and n, instances and optimal moves
@@ -22,9 +22,9 @@ StatefulPuzzle), against the regime's horizon T: the README's "The horizon" para
 It builds the worlds (no agent runs): a few seconds.
 
 ``baseline [--count N] [--seed S]``: the median optimal length and fact count of the
-certified 40x40, B = 2 mazes of ``benchmarks/run.py``'s straightforward generator and of
+certified 40x40, B = 2 mazes of ``benchmarks/maze_reference.py`` (the straightforward generator) and of
 horizonbench's, on the same candidate seeds (candidates 0..N-1 of root seed S, the seed
-of run.py's first run): benchmarks/README.md's "The baseline". About 20 s.
+of the throughput table's first run): benchmarks/README.md's "The baseline". About 20 s.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def horizon_figures(config: Path, env: str) -> list[str]:
 def baseline_figures(count: int, seed: int) -> list[str]:
     """The lines of ``baseline``: both generators' medians over the same candidate seeds."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import run as bench  # benchmarks/run.py: the baseline generator lives there
+    import maze_reference as bench  # the baseline generator of the throughput table
 
     from horizonbench.datasets.shards import candidate_seed, generate_shard
 
@@ -152,7 +152,7 @@ def baseline_figures(count: int, seed: int) -> list[str]:
     lines = [
         f"{count} candidates of root seed {seed}, 40x40, B = 2, noise 0: certified, median L, median facts"
     ]
-    for name, rows in (("baseline (benchmarks/run.py)", theirs), ("horizonbench", ours)):
+    for name, rows in (("baseline (benchmarks/maze_reference.py)", theirs), ("horizonbench", ours)):
         lines.append(
             f"  {name}: {len(rows)}, {statistics.median(r['solution_length'] for r in rows):g}, "
             f"{statistics.median(len(r['facts']) for r in rows):g}"
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     h = sub.add_parser("horizons", help="median L* per cell of a world-study config")
     h.add_argument("--config", type=Path, default=ROOT / "configs" / "wmc-grid.yaml", metavar="FILE")
     h.add_argument("--env", default="stateful_puzzle", metavar="NAME")
-    b = sub.add_parser("baseline", help="median L and fact count of run.py's baseline mazes and ours")
+    b = sub.add_parser("baseline", help="median L and fact count of the throughput baseline's mazes and ours")
     b.add_argument("--count", type=int, default=200, metavar="N")
     b.add_argument("--seed", type=int, default=20240601, metavar="S")
     args = ap.parse_args(argv)

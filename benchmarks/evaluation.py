@@ -34,8 +34,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import multiprocessing as mp
-import sys
 import tempfile
 import threading
 import time
@@ -44,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from common import ServerProcess, log, print_table
 
 REPLY = " ".join(["step"] * 12)
 LONG_REPLY = " ".join(["word"] * 200)
@@ -58,45 +56,6 @@ def varying_reply(body: dict[str, Any]) -> str:
 
 
 INSPECT_AI = {"rate_fraction": 0.85, "429_per_success": 1.16, "lost": 0}
-
-
-def _log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
-
-
-def _serve(conn: Any, reply: str | Callable[[dict[str, Any]], str], options: dict[str, Any]) -> None:
-    from fake_model_server import FakeModelServer
-
-    server = FakeModelServer(reply if callable(reply) else (lambda body: reply), **options)
-    server.start()
-    conn.send(server.port)
-    conn.recv()
-    conn.send(
-        {
-            "answered": server.answered,
-            "status_counts": server.status_counts,
-            "tokens": sum(t for _, t in server.answer_times),
-            "repeated": len(server.repeated_prompts()),
-        }
-    )
-    server.stop()
-
-
-class ServerProcess:
-    def __init__(self, reply: str | Callable[[dict[str, Any]], str], **options: Any) -> None:
-        ctx = mp.get_context("fork")
-        self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_serve, args=(child, reply, options), daemon=True)
-        self._proc.start()
-        self.port = self._conn.recv()
-        self.root_url = f"http://127.0.0.1:{self.port}"
-        self.base_url = f"{self.root_url}/v1"
-
-    def finish(self) -> dict[str, Any]:
-        self._conn.send("stop")
-        counters = self._conn.recv()
-        self._proc.join(timeout=10)
-        return counters
 
 
 def _requests(n: int, max_tokens: int = 256, words: int = 8) -> list[Any]:
@@ -237,7 +196,7 @@ def _figures(
         "cpu_ms_per_attempt": round(1000 * cpu / max(1, n), 3),
         "answered_twice": counters["repeated"],
     }
-    _log(json.dumps(row))
+    log(json.dumps(row))
     return row
 
 
@@ -275,27 +234,17 @@ def engine_cpu(n: int) -> dict[str, Any]:
     sdk_ms = 1000 * (time.process_time() - cpu0) / len(reqs)
     server.finish()
     row = {"engine_ms": round(engine_ms, 3), "sdk_call_ms": round(sdk_ms, 3)}
-    _log(json.dumps(row))
+    log(json.dumps(row))
     return row
 
 
-def print_table(rows: list[dict[str, Any]]) -> None:
+def print_runs(rows: list[dict[str, Any]]) -> None:
     cols = ("label", "rate_fraction", "429_per_success", "lost", "tpm_use", "cpu_ms_per_attempt", "wall_s")
     head = ("run", "rate/limit", "429s/success", "lost", "TPM use", "CPU ms/attempt", "wall s")
     goals = ("goal", ">= 0.97", "< 0.05 (TPM < 0.03)", "0", ">= 0.90", "< 2", "")
     ref = ("inspect_ai (cited)", "0.85", "1.16", "0", "-", "-", "")
     body = [tuple("-" if r[c] is None else str(r[c]) for c in cols) for r in rows]
-    table = [head, *body, ref, goals]
-    widths = [max(len(line[i]) for line in table) for i in range(len(head))]
-    for i, line in enumerate(table):
-        print(
-            "  ".join(
-                c.ljust(w) if j == 0 else c.rjust(w)
-                for j, (c, w) in enumerate(zip(line, widths, strict=True))
-            )
-        )
-        if i == 0:
-            print("  ".join("-" * w for w in widths))
+    print_table(head, [*body, ref, goals])
     base = next((r for r in rows if r["label"].startswith("baseline")), None)
     mine = next((r for r in rows if r["label"] == "horizonbench, openai"), None)
     if base and mine:
@@ -326,7 +275,7 @@ def tpm_cases(n: int) -> list[dict[str, Any]]:
     each (3x the RPM case's, so both last about as long: 31 calls a second, not 10)."""
     rows = []
     for reply, what in ((LONG_REPLY, "200-word answers"), (varying_reply, "answers of 50-400 words")):
-        _log(f"tokens per minute binding: {TPM // 1000}k TPM on tokens used, max_tokens 8192, {what}")
+        log(f"tokens per minute binding: {TPM // 1000}k TPM on tokens used, max_tokens 8192, {what}")
         rows += ours(n, 6000, TPM, ["anthropic"], reply, max_tokens=8192, words=40)
         rows[-1]["label"] = f"horizonbench, anthropic, TPM-bound ({what})"
     return rows
@@ -340,16 +289,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     n = 200 if args.quick else 600
     rows = []
-    _log(f"engine: {n} attempts x (openai, anthropic) at 600 rpm counted per second, 300 ms")
+    log(f"engine: {n} attempts x (openai, anthropic) at 600 rpm counted per second, 300 ms")
     rows += ours(n, 600, None, ["openai", "anthropic"], REPLY)
     cpu = None
     if args.only != "rate":
-        _log("baseline: the first release's limiter and SDK retries")
+        log("baseline: the first release's limiter and SDK retries")
         rows.append(baseline(n, 600))
     rows += tpm_cases(3 * n)
     if args.only != "rate":
         cpu = engine_cpu(n * 5)
-    print_table(rows)
+    print_runs(rows)
     print_binding(rows)
     if cpu is not None:
         print(

@@ -30,21 +30,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from common import ROOT, ServerProcess, log, print_table
+
+sys.path.insert(0, str(ROOT / "tests"))  # the fake agent (world_agent_server.py)
 
 ENVS = ("stateful_puzzle", "graph_nav", "tool_dag")
 GOAL_MS = 2.0
-
-
-def _log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
 def _episodes(worlds: int) -> list[Any]:
@@ -132,16 +129,6 @@ def with_engine(player: Any, store: Any) -> Any:
     return runner.attempt, lambda: model.inside
 
 
-def _serve(conn: Any, worlds: int) -> None:
-    from fake_model_server import FakeModelServer
-
-    server = FakeModelServer(_player(_episodes(worlds)))
-    server.start()
-    conn.send(server.port)
-    conn.recv()
-    server.stop()
-
-
 def over_http(port: int, store: Any) -> Any:
     from horizonbench.models.engine import ModelRunner
     from horizonbench.models.openai_chat import OpenAIChatModel
@@ -173,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     from horizonbench.models.attempt_store import AttemptStore
 
     episodes = _episodes(worlds)
-    _log(f"harness: {len(episodes)} worlds, building the fake agent's traces")
+    log(f"harness: {len(episodes)} worlds, building the fake agent's traces")
     player = _player(episodes)
     rows: dict[str, dict[str, float]] = {}
 
@@ -183,11 +170,9 @@ def main(argv: list[str] | None = None) -> int:
             rows[name] = {"steps": steps, "ms_per_step": ms, **extra}
 
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = mp.get_context("fork")
-        conn, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, worlds), daemon=True)
-        proc.start()
-        port = conn.recv()
+        # its own player, in a forked child: the server's answers are not our CPU
+        server = ServerProcess(_player(episodes))
+        port = server.port
         for round_ in range(2):
             steps, wall = offline(episodes)
             keep("offline oracle (baseline)", steps, 1e3 * wall / steps)
@@ -204,19 +189,25 @@ def main(argv: list[str] | None = None) -> int:
                 1e3 * wall / steps,
                 outside_call_ms=1e3 * (wall - inside) / steps,
             )
-        conn.send("stop")
-        proc.join(timeout=10)
+        server.finish()
     base = rows["offline oracle (baseline)"]["ms_per_step"]
     own = rows["harness, in-process model"]["ms_per_step"]
     engine = rows["+ engine and store"]["ms_per_step"]
     print()
     print(f"Agent harness per agent step (3 calls; {len(episodes)} worlds, oracle-playing fake model)")
-    print(f"{'path':<30}{'steps':>8}{'ms/step':>10}{'x offline':>11}{'outside call ms':>17}")
-    for name, r in rows.items():
-        outside = f"{r['outside_call_ms']:.2f}" if "outside_call_ms" in r else ""
-        print(
-            f"{name:<30}{r['steps']:>8}{r['ms_per_step']:>10.2f}{r['ms_per_step'] / base:>11.1f}{outside:>17}"
-        )
+    print_table(
+        ("path", "steps", "ms/step", "x offline", "outside call ms"),
+        [
+            (
+                name,
+                f"{r['steps']:.0f}",
+                f"{r['ms_per_step']:.2f}",
+                f"{r['ms_per_step'] / base:.1f}",
+                f"{r['outside_call_ms']:.2f}" if "outside_call_ms" in r else "",
+            )
+            for name, r in rows.items()
+        ],
+    )
     verdict = "meets" if engine < GOAL_MS else "misses"
     print(
         f"harness per step (prompts, validation, scoring): {own:.2f} ms, {own - base:.2f} ms above the "

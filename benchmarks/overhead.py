@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-EXE = Path(sys.executable).with_name("horizonbench")
+from common import CLI, LoadMeter, child_env, log, median_spread, print_table
+
 CONFIG = """\
 run: {name: overhead, seed: 5}
 families:
@@ -60,24 +61,15 @@ STAGES = ("generate", "validate", "evaluate", "score", "analyse", "report")
 GOAL_S = 8.0
 
 
-def log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
-
-
 def _env(home: Path, cache: Path, timings: Path, baseline: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(
+    extra = {"HORIZONBENCH_SEQUENTIAL_STARTUP": "1"} if baseline else {}
+    return child_env(
+        drop=("PREFECT_*", "HORIZONBENCH_SEQUENTIAL_STARTUP"),
         PREFECT_HOME=str(home),
         XDG_CACHE_HOME=str(cache),  # where the database template of new homes is kept
-        PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        DO_NOT_TRACK="1",
-        TQDM_DISABLE="1",
         HORIZONBENCH_TIMINGS=str(timings),
+        **extra,
     )
-    env.pop("HORIZONBENCH_SEQUENTIAL_STARTUP", None)
-    if baseline:
-        env["HORIZONBENCH_SEQUENTIAL_STARTUP"] = "1"
-    return env
 
 
 def _utc(text: str | None) -> float | None:
@@ -117,39 +109,21 @@ def _task_times(home: Path, flow_run_id: str | None) -> dict[str, float]:
     return out
 
 
-def _busy_cores_s() -> float:
-    """Machine-wide busy CPU seconds so far (all cores), from /proc/stat."""
-    try:
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return 0.0
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu_s() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
 def one_run(home: Path, cache: Path, work: Path, baseline: bool, index: int) -> dict[str, Any]:
     cfg = work / "ten.yaml"
     out = work / f"run-{index}"
     timings = work / f"timings-{index}.jsonl"
     timings.unlink(missing_ok=True)
-    busy0, ours0 = _busy_cores_s(), _children_cpu_s()
     t0 = time.time()
-    proc = subprocess.run(
-        [str(EXE), "run", "--config", str(cfg), "--out", str(out), "--no-progress"],
-        env=_env(home, cache, timings, baseline),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    with LoadMeter() as meter:
+        proc = subprocess.run(
+            [str(CLI), "run", "--config", str(cfg), "--out", str(out), "--no-progress"],
+            env=_env(home, cache, timings, baseline),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
     t_end = time.time()
-    other = (_busy_cores_s() - busy0 - (_children_cpu_s() - ours0)) / (t_end - t0)
     shutil.rmtree(out, ignore_errors=True)
     marks: dict[str, float] = {}
     if timings.exists():
@@ -161,7 +135,7 @@ def one_run(home: Path, cache: Path, work: Path, baseline: bool, index: int) -> 
     return {
         "rc": proc.returncode,
         "total": t_end - t0,
-        "other load": max(0.0, other),
+        "other load": meter.others_cores or 0.0,
         "marks": marks,
         "tasks": tasks,
         "stderr": proc.stderr[-2000:],
@@ -201,13 +175,6 @@ def rows_of(run: dict[str, Any], baseline: bool) -> dict[str, float | None]:
     r["database template copied"] = span("cli start", "database seeded")  # before the spawn
     r["interpreter exit"] = None if "cli done" not in m else run["total"] - m["cli done"]
     return r
-
-
-def _fmt(values: list[float]) -> tuple[str, str, float | None]:
-    if not values:
-        return "-", "-", None
-    med = statistics.median(values)
-    return f"{med:6.2f}", f"{min(values):.2f}-{max(values):.2f}", med
 
 
 def main() -> int:
@@ -263,14 +230,13 @@ def main() -> int:
             "first": "fresh, no template yet (a first run that no `make install` prepared; baseline: fresh)",
         }[home_kind]
         print(f"\nPREFECT_HOME {title}")
-        head = ("row", "baseline", "min-max", "optimised", "min-max", "x base")
-        print("{:42s} {:>8s} {:>11s} {:>9s} {:>11s} {:>7s}".format(*head))
+        lines = []
         for name in names:
-            b_med_s, b_rng, b_med = _fmt([r[name] for r in base if r.get(name) is not None])
-            o_med_s, o_rng, o_med = _fmt([r[name] for r in opt if r.get(name) is not None])
+            b_med, b_med_s, b_rng = median_spread([r[name] for r in base if r.get(name) is not None])
+            o_med, o_med_s, o_rng = median_spread([r[name] for r in opt if r.get(name) is not None])
             usable = o_med is not None and b_med and not name.startswith("other load")
-            ratio = f"{o_med / b_med:6.2f}" if usable else "     -"
-            print(f"{name:42s} {b_med_s:>8s} {b_rng:>11s} {o_med_s:>9s} {o_rng:>11s} {ratio:>7s}")
+            lines.append((name, b_med_s, b_rng, o_med_s, o_rng, f"{o_med / b_med:.2f}" if usable else "-"))
+        print_table(("row", "baseline", "min-max", "optimised", "min-max", "x base"), lines)
         totals = [r["total wall time"] for r in opt]
         if totals:
             med = statistics.median(totals)

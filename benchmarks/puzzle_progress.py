@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from common import print_table
 
 from horizonbench.core.registry import get_family
 from horizonbench.datasets.puzzles.rollout import score_plan
@@ -33,8 +34,7 @@ SAMPLES = 3
 
 
 def main() -> None:
-    print(f"{'family':15s} {'ns':12s} {'kind':7s} {'n':>4s} {'score ms':>9s} {'replay ms':>10s} "
-          f"{'progress':>9s} {'best':>6s} {'coverage':>9s}")  # fmt: skip
+    lines = []
     for name, params in CASES:
         fam = get_family(name)
         p = fam.params_model.model_validate(params)
@@ -61,8 +61,12 @@ def main() -> None:
             prog = np.mean([s.progress_ratio for s in scores])
             best = np.mean([s.extra["best_progress"] for s in scores])
             cover = np.mean([s.extra["legal_move_coverage"] for s in scores])
-            print(f"{name:15s} {str(params['ns']):12s} {kind:7s} {len(answers):4d} {took * 1e3:9.2f} "
-                  f"{replay * 1e3:10.2f} {prog:9.3f} {best:6.3f} {cover:9.3f}")  # fmt: skip
+            lines.append(
+                (name, str(params["ns"]), kind, str(len(answers)), f"{took * 1e3:.2f}", f"{replay * 1e3:.2f}")
+                + (f"{prog:.3f}", f"{best:.3f}", f"{cover:.3f}")
+            )
+    head = ("family", "ns", "kind", "n", "score ms", "replay ms", "progress", "best", "coverage")
+    print_table(head, lines, left=(0, 1, 2))
 
 
 if __name__ == "__main__":

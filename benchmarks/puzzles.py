@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -29,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from common import CLI, ROOT, child_env, log, print_table, run_child
 
-ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs" / "recurrreason.yaml"
 FAMILIES = ("hanoi", "checkers", "river_crossing", "blocks_world")
 #: the paper's Table 4 totals
@@ -38,10 +37,6 @@ PAPER = {"puzzles": 10_817, "moves": 285_933}
 GOAL_S = 10.0
 #: per-instance BFS gives up here (Blocks World n >= 7 has 10^7..10^8 states)
 BASELINE_NODE_LIMIT = 300_000
-
-
-def _log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
 def _params(fam: Any, spec: dict[str, Any], quick: bool) -> Any:
@@ -159,7 +154,7 @@ def cluster_generate(quick: bool) -> dict[str, Any]:
         for name, spec in cfg.families.items():
             t = time.perf_counter()
             selector = sample_family(client, name, spec, cfg.run.seed, window=6)
-            out[name] = {"seconds": time.perf_counter() - t, "kept": len(selector.kept)}
+            out[name] = {"seconds": time.perf_counter() - t, "kept": selector.kept}
         out["_total_s"] = time.perf_counter() - t_all
     return out
 
@@ -168,12 +163,9 @@ def command_time(quick: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         cfg_path = Path(tmp) / "config.yaml"
         cfg_path.write_text(yaml.safe_dump(_quick_config(yaml.safe_load(CONFIG.read_text()), quick)))
-        exe = Path(sys.executable).with_name("horizonbench")
-        env = dict(os.environ, PREFECT_HOME=str(Path(tmp) / "prefect"))
-        t = time.perf_counter()
-        res = subprocess.run(
+        res = run_child(
             [
-                str(exe),
+                str(CLI),
                 "generate",
                 "--config",
                 str(cfg_path),
@@ -181,16 +173,15 @@ def command_time(quick: bool) -> dict[str, Any]:
                 str(Path(tmp) / "run"),
                 "--no-progress",
             ],
-            capture_output=True,
-            text=True,
-            env=env,
+            child_env(PREFECT_HOME=str(Path(tmp) / "prefect")),
         )
-        wall = time.perf_counter() - t
-        manifest = (
-            json.loads((Path(tmp) / "run" / "manifest.json").read_text()) if res.returncode == 0 else {}
-        )
+        manifest = json.loads((Path(tmp) / "run" / "manifest.json").read_text()) if res["rc"] == 0 else {}
         gen = {g["family"]: g for g in manifest.get("counts", {}).get("generation", [])}
-        return {"seconds": wall, "returncode": res.returncode, "kept": {k: v["kept"] for k, v in gen.items()}}
+        return {
+            "seconds": res["wall_s"],
+            "returncode": res["rc"],
+            "kept": {k: v["kept"] for k, v in gen.items()},
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,33 +195,33 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(shared_certify_here(args.quick)))
         return 0
 
-    _log("certifying the whole benchmark (fresh process)...")
+    log("certifying the whole benchmark (fresh process)...")
     shared = shared_certify(args.quick)
-    _log("per-instance BFS baseline on a sample...")
+    log("per-instance BFS baseline on a sample...")
     base = baseline_certify(args.quick, args.baseline_sample)
-    _log("the generate stage on a 2-worker LocalCluster...")
+    log("the generate stage on a 2-worker LocalCluster...")
     cluster = cluster_generate(args.quick)
-    _log("horizonbench generate end to end...")
+    log("horizonbench generate end to end...")
     cmd = command_time(args.quick)
 
     print()
     print("RecurrReason benchmark certification" + (" (quick: n = 1..6)" if args.quick else ""))
-    head = ("configs", 9), ("puzzles", 9), ("moves", 10), ("shared s", 10), ("BFS s (est)", 13), ("ratio", 8)
-    print(f"{'family':<16}" + "".join(f"{h:>{w}}" for h, w in head))
+    lines = []
     for name in FAMILIES:
         s, b = shared[name], base[name]
         ratio = b["seconds_estimated"] / s["seconds"] if s["seconds"] > 0 else float("nan")
-        print(
-            f"{name:<16}{s['configurations']:>9}{s['puzzles']:>9}{s['moves']:>10}"
-            f"{s['seconds']:>10.2f}{b['seconds_estimated']:>13.1f}{ratio:>8.1f}"
+        lines.append(
+            (name, str(s["configurations"]), str(s["puzzles"]), str(s["moves"]))
+            + (f"{s['seconds']:.2f}", f"{b['seconds_estimated']:.1f}", f"{ratio:.1f}")
         )
     total_p = sum(shared[n]["puzzles"] for n in FAMILIES)
     total_m = sum(shared[n]["moves"] for n in FAMILIES)
     ratio = base["_total_s"] / shared["_total_s"]
-    print(
-        f"{'total':<16}{'':>9}{total_p:>9}{total_m:>10}{shared['_total_s']:>10.2f}"
-        f"{base['_total_s']:>13.1f}{ratio:>8.1f}"
+    lines.append(
+        ("total", "", str(total_p), str(total_m))
+        + (f"{shared['_total_s']:.2f}", f"{base['_total_s']:.1f}", f"{ratio:.1f}")
     )
+    print_table(("family", "configs", "puzzles", "moves", "shared s", "BFS s (est)", "ratio"), lines)
     print(f"paper Table 4: {PAPER['puzzles']} puzzles, {PAPER['moves']} moves")
     gave_up = sum(base[n]["gave_up"] for n in FAMILIES)
     print(

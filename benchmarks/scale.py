@@ -25,36 +25,26 @@ It is a report, not a test: it always exits 0, whatever the figures.
 
 from __future__ import annotations
 
-import os
+from common import quiet_environ
 
-os.environ["TQDM_DISABLE"] = "1"
-os.environ["DO_NOT_TRACK"] = "1"
-os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
+quiet_environ()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
+import os  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
-import threading  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-import psutil  # noqa: E402
-from load import machine_busy_seconds, tree_cpu_seconds  # noqa: E402  (benchmarks/ is on the path)
+from common import CLI, LoadMeter, TreeSampler, log, print_table  # noqa: E402
 
-HERE = Path(__file__).resolve().parent
-CLI = Path(sys.executable).with_name("horizonbench")
 PARAMS = {"grid_rows": 40, "grid_cols": 40, "num_keys": 2, "num_keys_mode": "at_most"}
 MEMORY_GOAL_MIB = 1.5 * 1000**3 / 2**20  # 1.5 GB
 SPEEDUP_GOAL = 1.7
-
-
-def _log(msg: str) -> None:
-    print(f"[scale] {msg}", file=sys.stderr, flush=True)
 
 
 def _config(count: int, folder: Path) -> Path:
@@ -66,50 +56,6 @@ def _config(count: int, folder: Path) -> Path:
     }
     path.write_text(json.dumps(cfg))
     return path
-
-
-class TreeSampler:
-    """Peaks of the summed RSS and the summed PSS of a process and all its descendants.
-
-    RSS counts a page shared by several processes once in each: since the command forks
-    its side process (``tasks/cluster/side_process.py``) after its imports, the pages they share
-    copy-on-write (a few hundred MiB of modules) are counted twice in the summed RSS.
-    PSS splits each shared page among its sharers, so the summed PSS is the tree's real
-    footprint; the goal is judged on it, and both are printed."""
-
-    def __init__(self, pid: int, every: float = 0.1) -> None:
-        self.root = psutil.Process(pid)
-        self.every = every
-        self.peak = 0
-        self.peak_pss = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            total = pss = 0
-            try:
-                procs = [self.root, *self.root.children(recursive=True)]
-            except psutil.NoSuchProcess:
-                return
-            for p in procs:
-                try:
-                    info = p.memory_full_info()
-                except psutil.Error:
-                    continue
-                total += info.rss
-                pss += getattr(info, "pss", info.rss)
-            self.peak = max(self.peak, total)
-            self.peak_pss = max(self.peak_pss, pss)
-            self._stop.wait(self.every)
-
-    def __enter__(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def peak_memory(count: int, folder: Path) -> dict[str, Any]:
@@ -127,7 +73,7 @@ def peak_memory(count: int, folder: Path) -> dict[str, Any]:
         _, err = proc.communicate()
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
-        _log(f"generate {count} failed ({proc.returncode}): {err[-2000:]}")
+        log(f"generate {count} failed ({proc.returncode}): {err[-2000:]}")
     parts = sorted((out / "instances" / "maze").glob("part-*.parquet"))
     size = sum(p.stat().st_size for p in parts)
     return {
@@ -179,18 +125,16 @@ def speedup(count: int, folder: Path, repeat: int = 3) -> dict[str, Any]:
         for rep in range(repeat):
             for workers in (1, 2):
                 dest = folder / f"speedup-{workers}-{rep}"
-                busy0, tree0, t0 = machine_busy_seconds(), tree_cpu_seconds(), time.perf_counter()
-                with PartWriter(dest, schema, "instances/maze") as writer:
+                with LoadMeter() as meter, PartWriter(dest, schema, "instances/maze") as writer:
                     selector = sample_family(
                         clients[workers], "maze", spec, 5, 3 * workers, writer.write, workers
                     )
-                wall = time.perf_counter() - t0
-                busy1, tree1 = machine_busy_seconds(), tree_cpu_seconds()
-                run = {"wall": wall, "tree_cpu": tree1 - tree0, "kept": selector.kept}
-                if busy0 is not None and busy1 is not None:
-                    run["others"] = max(0.0, (busy1 - busy0) - (tree1 - tree0)) / wall
+                wall = meter.wall
+                run = {"wall": wall, "tree_cpu": meter.own_cpu, "kept": selector.kept}
+                if meter.others_cores is not None:
+                    run["others"] = meter.others_cores
                 runs[workers].append(run)
-                _log(
+                log(
                     f"{count:,} instances on {workers} worker(s), run {rep + 1}: {wall:.2f} s wall, "
                     f"tree {run['tree_cpu']:.2f} s CPU, other processes {run.get('others', 0.0):.2f} cores"
                 )
@@ -229,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hb-scale-") as tmp:
         folder = Path(tmp)
         for n in counts:
-            _log(f"generate {n:,} 40x40 mazes, sampling the process tree's memory")
+            log(f"generate {n:,} 40x40 mazes, sampling the process tree's memory")
             result["memory"].append(peak_memory(n, folder))
-        _log("1 -> 2 workers")
+        log("1 -> 2 workers")
         result["speedup"] = speedup(
             args.speedup_count or (1_000 if args.quick else 12_000), folder, 1 if args.quick else 3
         )
@@ -252,15 +196,34 @@ def main(argv: list[str] | None = None) -> int:
     base = mem[0]
     print()
     print("Generation at scale: 40x40 mazes, B = 2 (horizonbench generate, 2 workers)")
-    heads = (("instances", 10), ("peak tree PSS MiB", 19), ("RSS MiB", 9), ("x memory", 10), ("x count", 9))
-    print("".join(f"{h:>{w}}" for h, w in heads) + f"{'wall s':>9}{'parts':>7}{'table MiB':>11}")
-    for m in mem:
-        print(
-            f"{m['count']:>10,}{m['peak_mib']:>19,.0f}{m['peak_rss_mib']:>9,.0f}"
-            f"{m['peak_mib'] / base['peak_mib']:>10.2f}"
-            f"{m['count'] / base['count']:>9.0f}{m['wall_s']:>9.1f}{m['parts']:>7}{m['table_mib']:>11.1f}"
-            + ("" if m["ok"] else "  FAILED")
-        )
+    print_table(
+        (
+            "instances",
+            "peak tree PSS MiB",
+            "RSS MiB",
+            "x memory",
+            "x count",
+            "wall s",
+            "parts",
+            "table MiB",
+            "",
+        ),
+        [
+            (
+                f"{m['count']:,}",
+                f"{m['peak_mib']:,.0f}",
+                f"{m['peak_rss_mib']:,.0f}",
+                f"{m['peak_mib'] / base['peak_mib']:.2f}",
+                f"{m['count'] / base['count']:.0f}",
+                f"{m['wall_s']:.1f}",
+                str(m["parts"]),
+                f"{m['table_mib']:.1f}",
+                "" if m["ok"] else "FAILED",
+            )
+            for m in mem
+        ],
+        left=(8,),
+    )
     measured = [m for m in mem if m["count"] >= 1_000_000]
     if measured:
         peak = measured[-1]["peak_mib"]

@@ -34,16 +34,15 @@ two seconds, as 24,000 attempts take, measures mostly what two workers cannot sh
 
 from __future__ import annotations
 
-import os
+from common import quiet_environ
 
-os.environ["TQDM_DISABLE"] = "1"
-os.environ["DO_NOT_TRACK"] = "1"
+quiet_environ()
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import os  # noqa: E402
 import platform  # noqa: E402
 import statistics  # noqa: E402
-import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -52,7 +51,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from load import machine_busy_seconds, tree_cpu_seconds  # noqa: E402  (benchmarks/ is on the path)
+from common import LoadMeter, exit_with, log, print_table  # noqa: E402
 
 ROWS = COLS = 40
 NUM_KEYS = 2
@@ -61,10 +60,6 @@ SPEEDUP_GOAL = 1.7  # 2 Dask workers against 1 (issue 10)
 LABEL = "maze"
 MODELS = (("noisy-2pct", 0.02), ("noisy-5pct", 0.05))
 SAMPLES = 3
-
-
-def _log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
 def build_run(root: Path, instances: int, seed: int = 20_240_601) -> int:
@@ -253,9 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         attempts_small = build_run(small, n_small)
         attempts_big = build_run(big, n_big, seed=7)
-        _log(
-            f"workloads: {attempts_small:,} and {attempts_big:,} attempts in {time.perf_counter() - t0:.1f}s"
-        )
+        log(f"workloads: {attempts_small:,} and {attempts_big:,} attempts in {time.perf_counter() - t0:.1f}s")
         answered = pq.read_table(small / "attempts/attempts.parquet", columns=["response"])
         n_answered = answered.num_rows - answered["response"].null_count
         answered_big = pq.read_table(big / "attempts/attempts.parquet", columns=["response"])
@@ -269,23 +262,22 @@ def main(argv: list[str] | None = None) -> int:
         #: them too: two vCPUs share caches and, often, physical cores)
         round_others: list[float] = []
         for rep in range(reps):
-            busy0, own0, wall0 = machine_busy_seconds(), tree_cpu_seconds(), time.perf_counter()
-            cpu, n = straightforward(small, general=True)
-            rates["general"].append(n / cpu)
-            cpu, n = straightforward(small, general=False)
-            rates["parse_plan"].append(n / cpu)
-            cpu, n = shard_function(small, n_small * SAMPLES, max_segments=1)
-            rates["shard_model"].append(n_answered / cpu)
-            cpu, n = shard_function(small, n_small * SAMPLES, max_segments=32)
-            rates["shard"].append(n_answered / cpu)
-            _, cpu, n = stage(small, Path(tmp) / f"s{rep}.parquet")
-            rates["stage"].append(n_answered / cpu)
-            _, cpu, n = stage(big, Path(tmp) / f"b{rep}.parquet")
-            rates["stage_big"].append(n_answered_big / cpu)
-            busy1, own1 = machine_busy_seconds(), tree_cpu_seconds()
-            if busy0 is not None and busy1 is not None:
-                round_others.append(max(0.0, (busy1 - busy0) - (own1 - own0)) / (time.perf_counter() - wall0))
-            _log(
+            with LoadMeter() as meter:
+                cpu, n = straightforward(small, general=True)
+                rates["general"].append(n / cpu)
+                cpu, n = straightforward(small, general=False)
+                rates["parse_plan"].append(n / cpu)
+                cpu, n = shard_function(small, n_small * SAMPLES, max_segments=1)
+                rates["shard_model"].append(n_answered / cpu)
+                cpu, n = shard_function(small, n_small * SAMPLES, max_segments=32)
+                rates["shard"].append(n_answered / cpu)
+                _, cpu, n = stage(small, Path(tmp) / f"s{rep}.parquet")
+                rates["stage"].append(n_answered / cpu)
+                _, cpu, n = stage(big, Path(tmp) / f"b{rep}.parquet")
+                rates["stage_big"].append(n_answered_big / cpu)
+            if meter.others_cores is not None:
+                round_others.append(meter.others_cores)
+            log(
                 f"round {rep + 1}/{reps}: "
                 + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rates.items())
                 + (f"; other processes {round_others[-1]:.2f} cores" if round_others else "")
@@ -318,23 +310,24 @@ def main(argv: list[str] | None = None) -> int:
                 for key in runs:
                     layout, w = key
                     dest = Path(tmp) / f"c{w}-{rep}.parquet"
-                    busy0, tree0 = machine_busy_seconds(), tree_cpu_seconds()
-                    wall, cpu, _ = stage(big, dest, clients[w], max_segments=32 if layout == "stage" else 1)
-                    busy1, tree1 = machine_busy_seconds(), tree_cpu_seconds()
+                    with LoadMeter() as meter:
+                        wall, cpu, _ = stage(
+                            big, dest, clients[w], max_segments=32 if layout == "stage" else 1
+                        )
                     walls[key].append(wall)
                     client_cpu[key].append(cpu)
-                    tree_cpu[key].append(tree1 - tree0)
-                    if busy0 is not None and busy1 is not None:
-                        others[key].append(max(0.0, (busy1 - busy0) - (tree1 - tree0)) / wall)
+                    tree_cpu[key].append(meter.own_cpu)
+                    if meter.others_cores is not None:
+                        others[key].append(meter.others_cores)
                     data = dest.read_bytes()
                     assert data == big_scores, "scores differ from the in-process run's"
                     dest.unlink()
-                    _log(
+                    log(
                         f"LocalCluster {w} worker(s), {layout} layout, run {rep + 1}: {wall:.2f}s wall, "
-                        f"client {cpu:.2f}s, tree {tree1 - tree0:.2f}s CPU"
+                        f"client {cpu:.2f}s, tree {meter.own_cpu:.2f}s CPU"
                     )
                     if others[key]:
-                        _log(f"  other processes kept {others[key][-1]:.2f} cores busy meanwhile")
+                        log(f"  other processes kept {others[key][-1]:.2f} cores busy meanwhile")
         finally:
             for client in clients.values():
                 client.close()
@@ -378,10 +371,10 @@ def main(argv: list[str] | None = None) -> int:
             med["stage_big"] / med["general"],
         ),
     ]
-    width = max(len(label) for label, _, _ in lines)
-    print(f"{'answered attempts scored per CPU-second'.ljust(width)}  {'median':>8}  {'x baseline':>10}")
-    for label, rate, ratio in lines:
-        print(f"{label.ljust(width)}  {rate:>8,.0f}  {ratio:>10.2f}")
+    print_table(
+        ("answered attempts scored per CPU-second", "median", "x baseline"),
+        [(label, f"{rate:,.0f}", f"{ratio:.2f}") for label, rate, ratio in lines],
+    )
     if round_others:
         print(
             f"other processes kept {statistics.median(round_others):.2f} of {os.cpu_count()} cores busy "
@@ -444,7 +437,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except KeyboardInterrupt:
-        sys.exit(130)
+    exit_with(main)

@@ -26,23 +26,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import CLI, ROOT, child_env, log, print_table, run_child
+
 ENVS = ("stateful_puzzle", "graph_nav", "tool_dag")
 STEP_GOAL = 20_000
 OVERHEAD_GOAL_MS = 1.0
-
-
-def _log(msg: str) -> None:
-    print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
 def env_steps(name: str, seconds: float) -> dict[str, Any]:
@@ -117,24 +112,17 @@ def fine_scan(quick: bool) -> dict[str, Any]:
     t0 = time.perf_counter()
     rows, _ = run_shard(eps, agent_specs(cfg), cfg.worlds.horizon_factor)
     here = time.perf_counter() - t0
-    exe = Path(sys.executable).with_name("horizonbench")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "fine.yaml"
         path.write_text(yaml.safe_dump(raw))
-        env = dict(os.environ, TQDM_DISABLE="1", DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false")
-        t0 = time.perf_counter()
-        proc = subprocess.run(
-            [str(exe), "run", "--config", str(path), "--out", str(Path(tmp) / "run")],
-            capture_output=True,
-            text=True,
-            env=env,
+        done = run_child(
+            [str(CLI), "run", "--config", str(path), "--out", str(Path(tmp) / "run")], child_env()
         )
-        command = time.perf_counter() - t0
     return {
         "episodes": len(rows),
         "in_process_s": here,
-        "command_s": command,
-        "command_ok": proc.returncode == 0,
+        "command_s": done["wall_s"],
+        "command_ok": done["rc"] == 0,
     }
 
 
@@ -147,30 +135,30 @@ def main(argv: list[str] | None = None) -> int:
     worlds = 20 if args.quick else 100
     out: dict[str, Any] = {"steps": {}, "loop": {}}
     for name in ENVS:
-        _log(f"{name}: stepping for {seconds:.0f} s")
+        log(f"{name}: stepping for {seconds:.0f} s")
         out["steps"][name] = env_steps(name, seconds)
-        _log(f"{name}: episode loop on {worlds} worlds")
+        log(f"{name}: episode loop on {worlds} worlds")
         out["loop"][name] = loop_overhead(name, worlds)
-    _log("wmc-fine: in process, then the command")
+    log("wmc-fine: in process, then the command")
     out["fine"] = fine_scan(args.quick)
     print()
     print("World-model environments (one core; sc = 20, dd = 4 for steps/s)")
-    head = (
-        ("steps/s", 10),
-        ("x goal", 8),
-        ("bare ms/step", 14),
-        ("loop ms/step", 14),
-        ("overhead ms", 13),
-        ("loop / bare", 12),
-    )
-    print(f"{'environment':<18}" + "".join(f"{h:>{w}}" for h, w in head))
+    lines = []
     for name in ENVS:
         s, lp = out["steps"][name], out["loop"][name]
-        print(
-            f"{name:<18}{s['steps_per_s']:>10,.0f}{s['steps_per_s'] / STEP_GOAL:>8.2f}"
-            f"{lp['bare_ms_per_step']:>14.4f}{lp['loop_ms_per_step']:>14.4f}{lp['overhead_ms_per_step']:>13.4f}"
-            f"{lp['loop_ms_per_step'] / lp['bare_ms_per_step']:>12.1f}"
+        lines.append(
+            (
+                name,
+                f"{s['steps_per_s']:,.0f}",
+                f"{s['steps_per_s'] / STEP_GOAL:.2f}",
+                f"{lp['bare_ms_per_step']:.4f}",
+                f"{lp['loop_ms_per_step']:.4f}",
+                f"{lp['overhead_ms_per_step']:.4f}",
+                f"{lp['loop_ms_per_step'] / lp['bare_ms_per_step']:.1f}",
+            )
         )
+    head = ("environment", "steps/s", "x goal", "bare ms/step", "loop ms/step", "overhead ms", "loop / bare")
+    print_table(head, lines)
     worst_steps = min(out["steps"][n]["steps_per_s"] for n in ENVS)
     worst_over = max(out["loop"][n]["overhead_ms_per_step"] for n in ENVS)
     print(
