@@ -15,6 +15,9 @@ import numpy as np
 
 from horizonbench.analysis.inputs import float_series, unit_pvalues
 
+#: the effect-size labels below "large", smallest first (see :func:`_magnitude`)
+_MAGNITUDES = ("negligible", "small", "medium")
+
 
 class MannWhitney(NamedTuple):
     u: float
@@ -74,14 +77,7 @@ def cliffs_delta_label(delta: float) -> str:
 
     These cut-offs reproduce every code of the paper's Table 5.
     """
-    d = abs(float(delta))
-    if d < 0.147:
-        return "negligible"
-    if d < 0.33:
-        return "small"
-    if d < 0.474:
-        return "medium"
-    return "large"
+    return _magnitude(delta, (0.147, 0.33, 0.474))
 
 
 def cohens_h(p1, p2):
@@ -101,14 +97,15 @@ def cohens_h(p1, p2):
 
 def cohens_h_label(h: float) -> str:
     """Magnitude of Cohen's h by Cohen (1988): 0.2 / 0.5 / 0.8 (the codes of Table 10)."""
-    v = abs(float(h))
-    if v < 0.2:
-        return "negligible"
-    if v < 0.5:
-        return "small"
-    if v < 0.8:
-        return "medium"
-    return "large"
+    return _magnitude(h, (0.2, 0.5, 0.8))
+
+
+def _magnitude(value: float, cuts: tuple[float, float, float]) -> str:
+    """The conventional label of ``|value|`` against three ascending cut-offs: below the
+    first "negligible", then "small", "medium", and "large" at or above the last (also
+    for NaN, which is below no cut-off)."""
+    v = abs(float(value))
+    return next((label for label, cut in zip(_MAGNITUDES, cuts, strict=True) if v < cut), "large")
 
 
 def bonferroni(pvalues) -> np.ndarray:

@@ -353,8 +353,7 @@ def cliffs(
     has_counts = "successes" in grid.columns and "n" in grid.columns
     rows = []
     for model, by_model in grid.groupby("model", sort=True):
-        plateau = bool((by_model["p"] >= beta - _TOL).any())
-        floor = bool((by_model["p"] <= alpha + _TOL).any())
+        plateau, floor = _regimes(by_model["p"], alpha, beta)
         for dd, cell in by_model.groupby("dd", sort=True):
             cell = cell.sort_values("sc", kind="stable")
             if cell["sc"].duplicated().any():
@@ -392,6 +391,12 @@ def cliffs(
     return pd.DataFrame(rows, columns=CLIFF_COLUMNS)
 
 
+def _regimes(p: pd.Series, alpha: float, beta: float) -> tuple[bool, bool]:
+    """Whether one model's grid has a plateau cell (``p >= beta``) and a floor cell
+    (``p <= alpha``), the two regimes Definition 1 asks for beside the cliff."""
+    return bool((p >= beta - _TOL).any()), bool((p <= alpha + _TOL).any())
+
+
 def abrupt_transition(
     grid: pd.DataFrame,
     delta: float = CLIFF_MARGIN,
@@ -409,13 +414,14 @@ def abrupt_transition(
     rows = []
     for model, by_model in grid.groupby("model", sort=True):
         sub = pairs[pairs["model"] == model]
+        plateau, floor = _regimes(by_model["p"], alpha, beta)
         rows.append(
             {
                 "model": model,
                 "max_drop": float(sub["drop"].max()) if len(sub) else math.nan,
                 "n_cliffs": int(sub["meets_margin"].sum()) if len(sub) else 0,
-                "plateau_exists": bool((by_model["p"] >= beta - _TOL).any()),
-                "floor_exists": bool((by_model["p"] <= alpha + _TOL).any()),
+                "plateau_exists": plateau,
+                "floor_exists": floor,
                 "abrupt": bool(sub["abrupt"].any()) if len(sub) else False,
             }
         )
