@@ -54,7 +54,7 @@ import re
 from bisect import bisect_left, insort
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from horizonbench.schemas.worlds import (
     BRANCHING_MAX,
@@ -349,58 +349,6 @@ class Environment(Protocol):
 # --- building blocks for implementations ------------------------------------------
 
 
-W = TypeVar("W")
-
-
-class EnvironmentBase(Generic[W]):
-    """What every environment shares, so the three agree on it: the spec check, the
-    checks of ``reset``'s arguments, and the episode accessors. A subclass's ``reset``
-    calls :meth:`_begin` first and then sets ``_plan``, ``_t`` and ``_over``."""
-
-    spec: StressSpec
-
-    def __init__(self, spec: StressSpec) -> None:
-        if not isinstance(spec, StressSpec):
-            raise TypeError("spec: must be a StressSpec")
-        self.spec = spec
-        self._world: W | None = None
-        self._plan: tuple[Action, ...] = ()
-        self._t = 0
-        self._over = False
-
-    @staticmethod
-    def _check_reset(seed: object, archetype: object) -> None:
-        """``ValueError`` naming a bad seed or archetype (the same words everywhere)."""
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed: must be a non-negative integer, got {seed!r}")
-        if isinstance(archetype, bool) or not isinstance(archetype, int) or not 0 <= archetype < N_ARCHETYPES:
-            raise ValueError(f"archetype: must be an integer in 0..{N_ARCHETYPES - 1}, got {archetype!r}")
-
-    @property
-    def _w(self) -> W:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        return self._world
-
-    def optimal_plan(self) -> tuple[Action, ...]:
-        self._w  # noqa: B018 - raises before the first reset
-        return self._plan
-
-    @property
-    def t(self) -> int:
-        """Steps taken in this episode."""
-        return self._t
-
-    @property
-    def done(self) -> bool:
-        return self._over
-
-    @property
-    def world(self) -> W:
-        """The generated world (read-only), for baselines and tests."""
-        return self._w
-
-
 class FactStore:
     """A world state kept incrementally: a set for membership plus a sorted list, so
     the canonical form after a step costs one small insertion per changed fact, not a
@@ -550,7 +498,6 @@ __all__: Sequence[str] = [
     "DD_MAX",
     "DD_MIN",
     "Environment",
-    "EnvironmentBase",
     "Fact",
     "FactStore",
     "HORIZON_MAX",

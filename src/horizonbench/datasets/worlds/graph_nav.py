@@ -137,37 +137,34 @@ compare it with a breadth-first search over the real dynamics on small worlds.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
-from math import isqrt
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
-from horizonbench.core.seeding import derive_seed
 from horizonbench.datasets.worlds.base import (
-    N_ARCHETYPES,
-    SC_MAX,
-    SC_MIN,
     Action,
     Canonical,
-    EnvironmentBase,
     Fact,
     FactStore,
-    Observation,
     Rng,
     State,
-    StepResult,
     Subgoal,
     Task,
-    format_action,
     format_fact,
-    room_graph,
 )
-
-# The region shapes are base.room_graph's, the same layout families StatefulPuzzle uses.
-
-NAME = "graph_nav"
+from horizonbench.datasets.worlds.environment import EnvironmentBase, entity_kinds
+from horizonbench.datasets.worlds.graph_nav_world import (
+    ARCHETYPES,
+    DOORS_TABLE,
+    MAX_OBJECT_ROOMS,
+    NAME,
+    Archetype,
+    World,
+    build_world,
+    decoy_names,
+    door_count,
+    solve,
+)
+from horizonbench.datasets.worlds.observation import CONFLICT_RATE, PHANTOM_VIEWS, phantom_names
 
 #: verb -> number of arguments
 VERBS: Mapping[str, int] = {
@@ -231,389 +228,6 @@ _CLASH = {
     "switch": "is both on and off",
 }
 
-#: the most rooms one door's objects are spread over (bounds the solver's search)
-MAX_OBJECT_ROOMS = 8
-#: how many subsets of the phantom building distractor observations choose from
-PHANTOM_VIEWS = 32
-#: probability that a conflict-mode observation carries one contradicting fact
-CONFLICT_RATE = 0.5
-
-# --- state cardinality ----------------------------------------------------------------
-
-
-def door_count(sc: int) -> int:
-    """The number of locked doors of an ``sc``-room world: ``max(1, isqrt(sc))``."""
-    if isinstance(sc, bool) or not isinstance(sc, int) or not SC_MIN <= sc <= SC_MAX:
-        raise ValueError(f"sc: must be an integer in {SC_MIN}..{SC_MAX}, got {sc!r}")
-    return max(1, isqrt(sc))
-
-
-#: every supported sc -> its number of locked doors (regions are one more)
-DOORS_TABLE: Mapping[int, int] = {sc: door_count(sc) for sc in range(SC_MIN, SC_MAX + 1)}
-
-# --- archetypes -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Archetype:
-    """A layout family: how ``regions`` hang together (the parent of each region),
-    the shape of the passages inside a region (``rooms``), how rooms are shared among
-    regions (``sizes``), where a door and the goal sit in their region (``doors``:
-    ``random`` or ``deep``, the room farthest from the region's entrance), where a
-    door's objects lie in theirs (``placement``) and the key/switch ``mix``."""
-
-    index: int
-    regions: str
-    rooms: str
-    sizes: str
-    doors: str
-    placement: str
-    mix: tuple[str, ...]
-
-
-ARCHETYPES: tuple[Archetype, ...] = (
-    Archetype(0, "chain", "line", "even", "random", "spread", ("key", "switch")),
-    Archetype(1, "star", "ring", "random", "deep", "far", ("switch", "key")),
-    Archetype(2, "tree", "star", "even", "deep", "clustered", ("key", "key", "switch")),
-    Archetype(3, "comb", "grid", "random", "random", "spread", ("switch", "switch", "key")),
-    Archetype(4, "binary", "tree", "even", "random", "far", ("key", "switch", "switch")),
-    Archetype(5, "skip", "ladder", "random", "deep", "clustered", ("key", "switch", "key")),
-    Archetype(6, "broom", "hubs", "even", "deep", "spread", ("switch", "key", "key")),
-    Archetype(7, "chain", "comb", "random", "deep", "far", ("key", "key", "key", "switch")),
-    Archetype(8, "tree", "dense", "even", "random", "clustered", ("switch", "key", "switch", "key")),
-    Archetype(9, "star", "binary", "random", "random", "spread", ("key", "switch", "switch", "key")),
-)
-assert len(ARCHETYPES) == N_ARCHETYPES
-
-
-def _region_parents(shape: str, k: int, rng: Rng) -> tuple[int, ...]:
-    """The parent region of regions ``1..k`` (index 0 holds -1 for the root): always an
-    earlier region, so the regions form a tree rooted at ``R0``."""
-    half = (k + 1) // 2
-    parents = [-1]
-    for j in range(1, k + 1):
-        if shape == "chain":
-            p = j - 1
-        elif shape == "star":
-            p = 0
-        elif shape == "tree":
-            p = rng.below(j)
-        elif shape == "comb":  # even regions form a spine, odd ones hang off it
-            p = 2 * ((j - 1) // 2)
-        elif shape == "binary":
-            p = (j - 1) // 2
-        elif shape == "skip":
-            p = max(0, j - 2)
-        elif shape == "broom":  # a chain for the first half, then a fan
-            p = j - 1 if j <= half else half
-        else:  # pragma: no cover - the archetype table only names the shapes above
-            raise ValueError(f"unknown region shape {shape!r}")
-        parents.append(p)
-    return tuple(parents)
-
-
-def _region_sizes(sc: int, n: int, style: str, rng: Rng) -> list[int]:
-    """``sc`` rooms shared among ``n`` regions, each at least one."""
-    extra = sc - n
-    if style == "even":
-        base, rest = divmod(extra, n)
-        sizes = [1 + base] * n
-        for r in rng.sample(range(n), rest):
-            sizes[r] += 1
-        return sizes
-    sizes = [1] * n
-    for _ in range(extra):
-        sizes[rng.below(n)] += 1
-    return sizes
-
-
-# --- the world ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class World:
-    """A generated world (without decoys, which depend on branching): the static layout,
-    the doors' requirements and where every object starts. Shared read-only between
-    episodes.
-
-    ``regions`` lists each region's rooms, entrance first; ``ends`` maps a door to its
-    two rooms in room order, ``near``/``far`` to its side in the parent region and the
-    entrance of the region it opens; ``requires``/``objects`` give each door's
-    requirement facts and their objects, aligned; ``place`` is where each object starts
-    (a switch never moves); ``links`` lists each room's neighbours in room order with the
-    door between (``None`` for a passage)."""
-
-    sc: int
-    dd: int
-    seed: int
-    archetype: int
-    rooms: tuple[str, ...]
-    regions: tuple[tuple[str, ...], ...]
-    region_of: Mapping[str, int]
-    parents: tuple[int, ...]
-    entrances: tuple[str, ...]
-    passages: tuple[tuple[str, str], ...]
-    doors: tuple[str, ...]
-    ends: Mapping[str, tuple[str, str]]
-    near: Mapping[str, str]
-    far: Mapping[str, str]
-    keys: tuple[str, ...]
-    switches: tuple[str, ...]
-    requires: Mapping[str, tuple[Fact, ...]]
-    objects: Mapping[str, tuple[str, ...]]
-    door_of: Mapping[str, str]
-    place: Mapping[str, str]
-    links: Mapping[str, tuple[tuple[str, str | None], ...]]
-    start_room: str
-    goal_room: str
-
-    def enablers(self, door: str) -> tuple[Action, ...]:
-        """The one action that makes each requirement of ``door`` true, aligned."""
-        return tuple(("take", x) if p == "held" else ("toggle", x) for p, x in self.requires[door])
-
-
-def _bfs(
-    start: str, links: Mapping[str, Sequence[tuple[str, str | None]]], open_doors: Collection[str]
-) -> dict[str, str | None]:
-    """Breadth-first search over passages and the doors in ``open_doors``: every
-    reachable room -> the room it was first reached from (neighbours in room order, so
-    paths are deterministic)."""
-    parent: dict[str, str | None] = {start: None}
-    queue = deque([start])
-    while queue:
-        r = queue.popleft()
-        for s, d in links[r]:
-            if s not in parent and (d is None or d in open_doors):
-                parent[s] = r
-                queue.append(s)
-    return parent
-
-
-def _depths(parent: Mapping[str, str | None]) -> dict[str, int]:
-    """Distances from the root of a BFS parent map (insertion order is BFS order)."""
-    depth: dict[str, int] = {}
-    for r, p in parent.items():
-        depth[r] = 0 if p is None else depth[p] + 1
-    return depth
-
-
-@lru_cache(maxsize=512)
-def build_world(sc: int, dd: int, seed: int, archetype: int) -> World:
-    """The world of ``(sc, dd, seed, archetype)``; all randomness from ``seed``. The
-    layout comes from one stream and each door's objects from their own, so the layout
-    does not depend on ``dd`` and the objects of ``dd`` are a prefix of those of
-    ``dd + 1``."""
-    arch = ARCHETYPES[archetype]
-    k = DOORS_TABLE[sc]
-    rng = Rng(derive_seed(seed, NAME, "layout"))
-    rooms = tuple(f"room{i}" for i in range(1, sc + 1))
-    order = {r: i for i, r in enumerate(rooms)}
-
-    def pair(a: str, b: str) -> tuple[str, str]:
-        return (a, b) if order[a] <= order[b] else (b, a)
-
-    # regions on shuffled labels, so names never reveal the structure
-    sizes = _region_sizes(sc, k + 1, arch.sizes, rng)
-    labels = rng.shuffled(range(sc))
-    regions: list[tuple[str, ...]] = []
-    offset = 0
-    for size in sizes:
-        regions.append(tuple(rooms[labels[p]] for p in range(offset, offset + size)))
-        offset += size
-    region_of = {r: i for i, members in enumerate(regions) for r in members}
-    passages: list[tuple[str, str]] = []
-    for members in regions:
-        for a, b in sorted(room_graph(arch.rooms, len(members), rng)):
-            passages.append(pair(members[a], members[b]))
-    passages.sort(key=lambda p: (order[p[0]], order[p[1]]))
-    inner: dict[str, list[tuple[str, str | None]]] = {r: [] for r in rooms}
-    for a, b in passages:
-        inner[a].append((b, None))
-        inner[b].append((a, None))
-
-    parents = _region_parents(arch.regions, k, rng)
-    start_room = rng.pick(regions[0])
-    entrances = (start_room, *(regions[j][0] for j in range(1, k + 1)))
-    depth_in = [_depths(_bfs(entrances[i], inner, ())) for i in range(k + 1)]
-
-    def placed(region: int) -> str:
-        """A room of ``region`` for a door or the goal: the archetype's choice."""
-        members = regions[region]
-        if arch.doors == "deep":
-            depth = depth_in[region]
-            return max(members, key=lambda r: (depth[r], -members.index(r)))
-        return rng.pick(members)
-
-    doors = tuple(f"door{j}" for j in range(1, k + 1))
-    ends: dict[str, tuple[str, str]] = {}
-    near: dict[str, str] = {}
-    far: dict[str, str] = {}
-    links = {r: list(ns) for r, ns in inner.items()}
-    for j, d in enumerate(doors, start=1):
-        near[d], far[d] = placed(parents[j]), entrances[j]
-        ends[d] = pair(near[d], far[d])
-        links[near[d]].append((far[d], d))
-        links[far[d]].append((near[d], d))
-    goal_room = placed(k)
-
-    # requirements: door j's objects lie in region j - 1, drawn from the door's own stream
-    keys: list[str] = []
-    switches: list[str] = []
-    requires: dict[str, tuple[Fact, ...]] = {}
-    objects: dict[str, tuple[str, ...]] = {}
-    door_of: dict[str, str] = {}
-    place: dict[str, str] = {}
-    for j, d in enumerate(doors, start=1):
-        orng = Rng(derive_seed(seed, NAME, "objects", j))
-        members = regions[j - 1]
-        if arch.placement == "clustered":
-            pool = orng.sample(members, max(1, (len(members) + 2) // 3))
-        elif arch.placement == "far":
-            depth = depth_in[j - 1]
-            ranked = sorted(members, key=lambda r: (-depth[r], members.index(r)))
-            pool = ranked[: max(1, (len(members) + 1) // 2)]
-        else:
-            pool = list(members)
-        if len(pool) > MAX_OBJECT_ROOMS:
-            pool = orng.sample(pool, MAX_OBJECT_ROOMS)
-        facts: list[Fact] = []
-        names: list[str] = []
-        for i in range(dd):
-            kind = arch.mix[(i + j - 1) % len(arch.mix)]
-            if kind == "key":
-                name = f"key{len(keys) + 1}"
-                keys.append(name)
-                facts.append(("held", name))
-            else:
-                name = f"switch{len(switches) + 1}"
-                switches.append(name)
-                facts.append(("on", name))
-            names.append(name)
-            door_of[name] = d
-            place[name] = orng.pick(pool)
-        requires[d] = tuple(facts)
-        objects[d] = tuple(names)
-
-    return World(
-        sc=sc,
-        dd=dd,
-        seed=seed,
-        archetype=archetype,
-        rooms=rooms,
-        regions=tuple(regions),
-        region_of=region_of,
-        parents=parents,
-        entrances=entrances,
-        passages=tuple(passages),
-        doors=doors,
-        ends=ends,
-        near=near,
-        far=far,
-        keys=tuple(keys),
-        switches=tuple(switches),
-        requires=requires,
-        objects=objects,
-        door_of=door_of,
-        place=place,
-        links={r: tuple(sorted(ns, key=lambda n: order[n[0]])) for r, ns in links.items()},
-        start_room=start_room,
-        goal_room=goal_room,
-    )
-
-
-def decoy_names(world: World, branching: int) -> dict[str, str]:
-    """Decoy -> room: ``branching - 1`` decoys per region, filling its rooms in order of
-    distance from the region's entrance, round after round (no randomness)."""
-    out: dict[str, str] = {}
-    for i, members in enumerate(world.regions):
-        depth = _depths(_bfs(world.entrances[i], world.links, ()))
-        ranked = sorted(members, key=lambda r: (depth[r], members.index(r)))
-        for n in range(branching - 1):
-            out[f"decoy{len(out) + 1}"] = ranked[n % len(ranked)]
-    return out
-
-
-# --- the solver -----------------------------------------------------------------------
-
-
-def _walk(parent: Mapping[str, str | None], target: str) -> list[Action]:
-    """The ``go`` steps from a BFS root to ``target`` along its parent map."""
-    steps: list[Action] = []
-    r = target
-    before = parent[r]
-    while before is not None:
-        steps.append(("go", r))
-        r, before = before, parent[before]
-    steps.reverse()
-    return steps
-
-
-def _best_order(
-    start: str, stops: Sequence[str], end: str, dist: Mapping[str, Mapping[str, int]]
-) -> list[str]:
-    """The order of visiting every room of ``stops`` that makes the walk from ``start``
-    to ``end`` shortest (Held-Karp over subsets; ties go to the lower stop index)."""
-    m = len(stops)
-    full = (1 << m) - 1
-    inf = 1 << 30
-    cost = [[inf] * m for _ in range(full + 1)]
-    back = [[-1] * m for _ in range(full + 1)]
-    for i, s in enumerate(stops):
-        cost[1 << i][i] = dist[start][s]
-    for mask in range(1, full + 1):
-        row = cost[mask]
-        for i in range(m):
-            here = row[i]
-            if here >= inf or not mask >> i & 1:
-                continue
-            di = dist[stops[i]]
-            for n in range(m):
-                if mask >> n & 1:
-                    continue
-                nxt = mask | 1 << n
-                c = here + di[stops[n]]
-                if c < cost[nxt][n]:
-                    cost[nxt][n] = c
-                    back[nxt][n] = i
-    last = min(range(m), key=lambda i: (cost[full][i] + dist[stops[i]][end], i))
-    out: list[str] = []
-    mask = full
-    while last >= 0:
-        out.append(stops[last])
-        last, mask = back[mask][last], mask & ~(1 << last)
-    out.reverse()
-    return out
-
-
-@lru_cache(maxsize=512)
-def solve(sc: int, dd: int, seed: int, archetype: int) -> tuple[Action, ...]:
-    """An optimal plan for the world of ``build_world(sc, dd, seed, archetype)`` from its
-    reset state without mutations (decoys change nothing): stage by stage as described
-    in the module docstring."""
-    w = build_world(sc, dd, seed, archetype)
-    room_order = {r: i for i, r in enumerate(w.rooms)}
-    plan: list[Action] = []
-    here = w.start_room
-    for j, d in enumerate(w.doors):
-        opened = frozenset(w.doors[:j])
-        by_room: dict[str, list[str]] = {}
-        for o in w.objects[d]:
-            by_room.setdefault(w.place[o], []).append(o)
-        stops = sorted(by_room, key=room_order.__getitem__)
-        end = w.near[d]
-        trees = {r: _bfs(r, w.links, opened) for r in {here, *stops}}
-        dist = {r: _depths(tree) for r, tree in trees.items()}
-        dist[end] = _depths(_bfs(end, w.links, opened))
-        for stop in _best_order(here, stops, end, dist):
-            plan += _walk(trees[here], stop)
-            here = stop
-            plan += [enabler for enabler in w.enablers(d) if enabler[1] in by_room[stop]]
-        plan += _walk(_bfs(here, w.links, opened), end)
-        plan.append(("unlock", d))
-        here = end
-    plan += _walk(_bfs(here, w.links, frozenset(w.doors)), w.goal_room)
-    return tuple(plan)
-
 
 # --- the environment ------------------------------------------------------------------
 
@@ -638,27 +252,30 @@ class GraphNav(EnvironmentBase[World]):
     error_labels: ClassVar[tuple[str, ...]] = ERROR_LABELS
     #: the entity kinds ``sc`` counts: the nodes (keys, switches and decoys are objects)
     sc_kinds: ClassVar[tuple[str, ...]] = ("room",)
+    predicates: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = PREDICATES
+    task_predicates: ClassVar[frozenset[str]] = TASK_PREDICATES
+    signatures: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = _SIGNATURES
+    slot_of_predicate: ClassVar[Mapping[str, str]] = _SLOT_OF_PREDICATE
+    clashes: ClassVar[Mapping[str, str]] = _CLASH
+    win_message: ClassVar[str] = "goal reached"
 
     # -- reset -------------------------------------------------------------------------
 
-    def reset(self, seed: int, archetype: int = 0) -> tuple[Observation, Task]:
-        self._check_reset(seed, archetype)
+    def _build(self, seed: int, archetype: int) -> int:
         spec = self.spec
         w = build_world(spec.sc, spec.dd, seed, archetype)
         self._world = w
-        self._seed, self._archetype = seed, archetype
         self._decoys = decoy_names(w, spec.branching)
         self._items = (*w.keys, *self._decoys)
-        self._kind: dict[str, str] = {"agent": "agent"}
-        for names, kind in (
-            (w.rooms, "room"),
-            (w.doors, "door"),
-            (w.keys, "key"),
-            (w.switches, "switch"),
-            (tuple(self._decoys), "decoy"),
-        ):
-            for n in names:
-                self._kind[n] = kind
+        self._kind = entity_kinds(
+            (
+                (w.rooms, "room"),
+                (w.doors, "door"),
+                (w.keys, "key"),
+                (w.switches, "switch"),
+                (tuple(self._decoys), "decoy"),
+            )
+        )
         self._room_index = {r: i for i, r in enumerate(w.rooms)}
         self._door_fact = {d: ("door", d, *w.ends[d]) for d in w.doors}
         self._doors_at: dict[str, tuple[str, ...]] = {r: () for r in w.rooms}
@@ -682,20 +299,10 @@ class GraphNav(EnvironmentBase[World]):
         self._initial = self._initial_facts()
         self._plan = solve(spec.sc, spec.dd, seed, archetype)
         self._task = self._make_task()
-        self._partial = spec.observation == "partial"
-        self._rate = spec.mutation_rate
-        self._mut_rng = Rng(derive_seed(seed, NAME, "mutation"))
-        self._obs_rng = Rng(derive_seed(seed, NAME, "observation"))
-        self._phantoms = self._make_phantoms() if spec.observation == "distractor" else ()
         self._load(self._initial)
-        self._t = 0
         self._ever_held: set[str] = set()
         self._ever_at: set[tuple[str, str]] = {(x, self._loc[x][2]) for x in self._items}
-        self._known: dict[Hashable, tuple[Fact, int]] = {}
-        self._viewed: dict[Hashable, int] = {}
-        self._changed: list[str] = []
-        self._examined: str | None = None
-        return self._observe("start"), self._task
+        return len(self._initial)
 
     def _pair(self, a: str, b: str) -> tuple[str, str]:
         """Two rooms in room order: the spelling of the symmetric relations."""
@@ -744,12 +351,11 @@ class GraphNav(EnvironmentBase[World]):
             elif p in ("on", "off"):
                 self._on[f[1]] = p == "on"
         self._won = self._agent == w.goal_room
-        self._over = self._won
 
     # -- the task ----------------------------------------------------------------------
 
     def _make_task(self) -> Task:
-        w, spec = self._w, self.spec
+        w = self._w
         facts: list[Fact] = [("goal", "at", "agent", w.goal_room)]
         subgoals: list[Subgoal] = []
         for j, d in enumerate(w.doors):
@@ -766,18 +372,12 @@ class GraphNav(EnvironmentBase[World]):
             "switch": w.switches,
             "decoy": tuple(self._decoys),
         }
-        return Task(
-            env=NAME,
-            spec=spec,
-            seed=self._seed,
-            archetype=self._archetype,
+        return self._task_of(
             text=self._task_text(entities),
-            facts=tuple(sorted(facts)),
+            facts=facts,
             goal=(("at", "agent", w.goal_room),),
-            subgoals=tuple(subgoals),
+            subgoals=subgoals,
             entities=entities,
-            optimal_length=len(self._plan),
-            horizon=spec.horizon,
             extra={
                 "rooms": len(w.rooms),
                 "doors": len(w.doors),
@@ -822,17 +422,6 @@ class GraphNav(EnvironmentBase[World]):
 
     # -- preconditions -----------------------------------------------------------------
 
-    def _well_formed(self, action: object) -> bool:
-        if not isinstance(action, tuple) or not action:
-            return False
-        sig = _SIGNATURES.get(action[0]) if isinstance(action[0], str) else None
-        if sig is None or len(action) != len(sig) + 1:
-            return False
-        kind = self._kind
-        return all(
-            isinstance(a, str) and kind.get(a) in allowed for a, allowed in zip(action[1:], sig, strict=True)
-        )
-
     def _door_end(self, d: str) -> str:
         """The side of ``d`` an action on it is bound to: the agent's room when it is at
         the door, else the near side (the one the agent can reach first)."""
@@ -871,53 +460,6 @@ class GraphNav(EnvironmentBase[World]):
             return (at_here, ("at", x, here))
         return ()  # noop
 
-    def preconditions(self, action: Action) -> frozenset[Fact] | None:
-        pre = self._pre(action)
-        return None if pre is None else frozenset(pre)
-
-    # -- step --------------------------------------------------------------------------
-
-    def step(self, action: Action) -> StepResult:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        if self._over:
-            raise RuntimeError("the episode is over; call reset()")
-        self._changed = []
-        self._examined = None
-        pre = self._pre(action)
-        if pre is None:
-            valid, error, unmet = False, "unknown_action", ()
-        else:
-            store = self._store
-            unmet = tuple(f for f in pre if f not in store)
-            if unmet:
-                valid, error = False, self._label(action, unmet)
-            else:
-                valid, error = True, None
-                self._apply(action)
-        self._t += 1
-        events: tuple[str, ...] = ()
-        if self._rate and not self._won and self._t < self.spec.horizon:
-            if self._mut_rng.random() < self._rate:
-                events = self._mutate()
-        self._over = self._won or self._t >= self.spec.horizon
-        text = format_action(action) if pre is not None else "(not an action of this world)"
-        message = f"{text}: ok" if valid else f"{text}: failed ({error})"
-        if self._won:
-            message += "; goal reached"
-        elif self._over:
-            message += "; out of steps"
-        return StepResult(
-            observation=self._observe(message),
-            gold=self._store.canonical(),
-            valid=valid,
-            error=error,
-            done=self._over,
-            success=self._won,
-            unmet=tuple(sorted(unmet)),
-            events=events,
-        )
-
     def _stale(self, fact: Fact) -> bool:
         """A failed item-location precondition on an out-of-date picture (see
         ``stale_inventory`` in the module docstring)."""
@@ -947,25 +489,20 @@ class GraphNav(EnvironmentBase[World]):
                 rank = min(rank, 4)
         return ERROR_LABELS[rank]
 
-    def _move(self, x: str, new: Fact) -> None:
-        old = self._loc[x]
-        if old[0] == "at":
-            self._floor[old[2]].discard(x)
-        elif old[0] == "held":
+    def _unplace(self, x: str, f: Fact) -> None:
+        if f[0] == "at":
+            self._floor[f[2]].discard(x)
+        elif f[0] == "held":
             self._held.discard(x)
-        if new[0] == "at":
-            self._floor[new[2]].add(x)
-            self._ever_at.add((x, new[2]))
-        elif new[0] == "held":
+
+    def _place(self, x: str, f: Fact) -> None:
+        """Index item ``x`` at ``f``, remembering every place the agent may picture it."""
+        if f[0] == "at":
+            self._floor[f[2]].add(x)
+            self._ever_at.add((x, f[2]))
+        elif f[0] == "held":
             self._held.add(x)
             self._ever_held.add(x)
-        self._loc[x] = new
-        self._store.replace(old, new)
-        self._changed.append(x)
-
-    def _flip(self, old: Fact, new: Fact) -> None:
-        self._store.replace(old, new)
-        self._changed.append(old[1])
 
     def _apply(self, action: Action) -> None:
         verb = action[0]
@@ -1023,42 +560,23 @@ class GraphNav(EnvironmentBase[World]):
 
     # -- observation -------------------------------------------------------------------
 
-    def _observe(self, message: str) -> Observation:
-        mode = self.spec.observation
-        gold = self._store.canonical()
-        if mode == "clean":
-            return Observation(self._t, gold, self._task.facts, message)
-        if mode == "partial":
-            if self._t == 0:
-                self._learn_all(gold)
-                return Observation(0, gold, self._task.facts, message)
-            return Observation(self._t, self._look(), self._task.facts, message)
-        if mode == "distractor":
-            extra = self._obs_rng.pick(self._phantoms)
-            return Observation(self._t, tuple(sorted(gold + extra)), self._task.facts, message, extra)
-        # conflict
-        if self._t > 0 and self._obs_rng.random() < CONFLICT_RATE:
-            lie = self._conflict_fact()
-            if lie is not None:
-                return Observation(self._t, tuple(sorted((*gold, lie))), self._task.facts, message, (lie,))
-        return Observation(self._t, gold, self._task.facts, message)
-
-    def _look(self) -> Canonical:
+    def _look(self, action: Action | None) -> Canonical:
         """Partial mode: what the agent sees (its room with its doorways, its hands, and
         an examined door's switches), recorded as its latest view of each slot shown and
         of each place looked at."""
         t = self._t
         w = self._w
-        known, viewed = self._known, self._viewed
+        look_at = self._seen.look_at
         r = self._agent
         out: list[Fact] = [("passage", *self._pair(r, s)) for s, d in w.links[r] if d is None]
         shown: list[tuple[Hashable, Fact]] = [(("loc", "agent"), ("at", "agent", r))]
-        viewed[("floor", r)] = viewed["hands"] = t
+        look_at(("floor", r), t)
+        look_at("hands", t)
         for d in self._doors_at[r]:
             out.append(self._door_fact[d])
             locked = self._locked[d]
             shown.append((("lock", d), ("locked", d) if locked else ("unlocked", d)))
-            viewed[("lock", d)] = t
+            look_at(("lock", d), t)
             if not locked:
                 shown += [(("loc", key), ("in_lock", key, d)) for key in self._door_keys[d]]
         switches = self._switches_in[r]
@@ -1070,28 +588,12 @@ class GraphNav(EnvironmentBase[World]):
         loc = self._loc
         for x in (*self._floor[r], *self._held):
             shown.append((("loc", x), loc[x]))
-        for slot, f in shown:
-            known[slot] = (f, t)
-            out.append(f)
+        self._see(shown, out)
         return tuple(sorted(set(out)))
 
-    def _learn_all(self, facts: Iterable[Fact]) -> None:
-        """Partial mode's briefing: every slot seen now."""
-        for f in facts:
-            slot = self.slot(f)
-            if slot is not None:
-                self._known[slot] = (f, self._t)
-
-    def _knows(self, fact: Fact) -> bool:
-        """Partial mode: the agent's latest view of ``fact``'s slot showed ``fact``, and,
-        for an item, no later look at that place found it gone."""
-        slot = self.slot(fact)
-        entry = self._known.get(slot) if slot is not None else None
-        if entry is None or entry[0] != fact:
-            return False
-        if self._kind.get(fact[1]) in _ITEMS:
-            return self._viewed.get(_item_place(fact), -1) <= entry[1]
-        return True
+    def _place_of(self, fact: Fact, slot: Hashable) -> Hashable | None:
+        """An item's place: a floor, a door's lock, the hands."""
+        return _item_place(fact) if self._kind.get(fact[1]) in _ITEMS else None
 
     def _conflict_fact(self) -> Fact | None:
         """A false fact for a slot that did not change this step (so the previous
@@ -1111,17 +613,13 @@ class GraphNav(EnvironmentBase[World]):
         old = self._loc[ent]
         return self._obs_rng.pick([p for p in places if p != old])
 
-    def _make_phantoms(self) -> tuple[Canonical, ...]:
-        """A persistent building of entities that do not exist (numbered past the real
-        ones), and :data:`PHANTOM_VIEWS` subsets of it of ``max(1, len(gold) // 10)``
-        facts (the gold state's size never changes): a distractor observation shows one
-        of them."""
+    def _phantom_facts(self, rng: Rng) -> list[Fact]:
+        """A persistent building of rooms, doors, keys and switches that do not exist."""
         w = self._w
-        rng = Rng(derive_seed(self._seed, NAME, "phantoms"))
-        rooms = [f"room{len(w.rooms) + i}" for i in range(1, max(3, len(w.rooms) // 3) + 1)]
-        doors = [f"door{len(w.doors) + i}" for i in range(1, max(1, len(w.doors) // 2) + 1)]
-        keys = [f"key{len(w.keys) + i}" for i in range(1, max(2, len(w.keys) // 2) + 1)]
-        switches = [f"switch{len(w.switches) + i}" for i in range(1, max(1, len(w.switches) // 2) + 1)]
+        rooms = phantom_names("room", len(w.rooms), max(3, len(w.rooms) // 3))
+        doors = phantom_names("door", len(w.doors), max(1, len(w.doors) // 2))
+        keys = phantom_names("key", len(w.keys), max(2, len(w.keys) // 2))
+        switches = phantom_names("switch", len(w.switches), max(1, len(w.switches) // 2))
         facts: list[Fact] = [("passage", a, b) for a, b in zip(rooms, rooms[1:], strict=False)]
         for d in doors:
             a, b = rng.sample(rooms, 2)
@@ -1131,25 +629,12 @@ class GraphNav(EnvironmentBase[World]):
         for s in switches:
             facts.append(("at", s, rng.pick(rooms)))
             facts.append(("on", s) if rng.chance(0.5) else ("off", s))
-        k = min(len(facts), max(1, len(self._initial) // 10))
-        return tuple(tuple(sorted(rng.sample(facts, k))) for _ in range(PHANTOM_VIEWS))
+        return facts
 
     # -- queries -----------------------------------------------------------------------
 
-    def gold_state(self) -> Canonical:
-        return self._store.canonical()
-
-    def observable_gold(self) -> frozenset[Fact]:
-        if not self._partial:
-            return self._store.frozen()
-        static = self._static_set
-        return frozenset(f for f in self._store.canonical() if f in static or self._knows(f))
-
-    def slot(self, fact: Fact) -> Hashable | None:
-        kind = _SLOT_OF_PREDICATE.get(fact[0]) if fact else None
-        if kind is None or len(fact) < 2:
-            return None
-        return (kind, fact[1])
+    def _always_observable(self, fact: Fact) -> bool:
+        return fact in self._static_set
 
     def valid_actions(self) -> tuple[Action, ...]:
         r = self._agent
@@ -1193,79 +678,21 @@ class GraphNav(EnvironmentBase[World]):
             out.add(f)
         return frozenset(out)
 
-    def invariant_violations(self, facts: Iterable[Fact]) -> list[str]:
-        """Malformed facts (unknown predicate, wrong arity, a name that is no entity or
-        of the wrong kind, a room joined to itself) and clashes (two facts of one slot:
-        a key in two places, a door locked and unlocked...). Copies of the task
-        specification's facts are not world state and are ignored."""
-        problems: list[str] = []
-        by_slot: dict[Hashable, list[Fact]] = {}
-        for f in sorted(self.normalize(facts), key=repr):
-            if not isinstance(f, tuple) or not f or not all(isinstance(a, str) for a in f):
-                problems.append(f"{f!r} is not a tuple of strings")
-                continue
-            if f[0] in TASK_PREDICATES:
-                continue
-            sig = PREDICATES.get(f[0])
-            if sig is None:
-                problems.append(f"{format_fact(f)}: unknown predicate {f[0]!r}")
-                continue
-            if len(f) != len(sig) + 1:
-                problems.append(f"{format_fact(f)}: {f[0]} takes {len(sig)} argument(s)")
-                continue
-            bad = False
-            for arg, allowed in zip(f[1:], sig, strict=True):
-                kind = self._kind.get(arg)
-                if kind is None:
-                    problems.append(f"{format_fact(f)}: {arg} is no entity of this world")
-                    bad = True
-                elif kind not in allowed:
-                    problems.append(f"{format_fact(f)}: {arg} is a {kind}, not a {'/'.join(sorted(allowed))}")
-                    bad = True
-            if bad:
-                continue
-            if f[0] in ("passage", "door") and f[-2] == f[-1]:
-                problems.append(f"{format_fact(f)}: joins {f[-1]} to itself")
-            slot = self.slot(f)
-            if slot is not None:
-                by_slot.setdefault(slot, []).append(f)
-        for slot, fs in by_slot.items():
-            if len(fs) > 1:
-                listed = " and ".join(format_fact(f) for f in sorted(fs))
-                problems.append(f"{slot[1]} {_CLASH[slot[0]]}: {listed}")  # type: ignore[index]
-        return sorted(problems)
+    def _relation_problems(self, fact: Fact) -> list[str]:
+        if fact[0] in ("passage", "door") and fact[-2] == fact[-1]:
+            return [f"{format_fact(fact)}: joins {fact[-1]} to itself"]
+        return []
 
     # -- snapshots ---------------------------------------------------------------------
 
-    def snapshot(self) -> Any:
-        return (
-            self._store.frozen(),
-            self._t,
-            self._mut_rng.getstate(),
-            self._obs_rng.getstate(),
-            dict(self._known),
-            dict(self._viewed),
-            frozenset(self._ever_held),
-            frozenset(self._ever_at),
-            (self._world, self._seed, self._archetype, self.spec.branching),
-        )
+    def _state_snapshot(self) -> Any:
+        return (self._store.frozen(), frozenset(self._ever_held), frozenset(self._ever_at))
 
-    def restore(self, snapshot: Any) -> None:
-        facts, t, mut, obs, known, viewed, ever_held, ever_at, episode = snapshot
-        same = self._world is not None and episode[0] is self._world
-        if not same or episode[1:] != (self._seed, self._archetype, self.spec.branching):
-            raise ValueError("snapshot: taken in another episode")
+    def _restore_state(self, state: Any) -> None:
+        facts, ever_held, ever_at = state
         self._load(facts)
-        self._t = t
-        self._over = self._won or t >= self.spec.horizon
-        self._mut_rng.setstate(mut)
-        self._obs_rng.setstate(obs)
-        self._known = dict(known)
-        self._viewed = dict(viewed)
         self._ever_held = set(ever_held)
         self._ever_at = set(ever_at)
-        self._changed = []
-        self._examined = None
 
 
 __all__: Sequence[str] = [

@@ -121,37 +121,35 @@ a breadth-first search over the real dynamics on small worlds.
 
 from __future__ import annotations
 
-import heapq
-import math
-from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
-from functools import lru_cache
 from typing import Any, ClassVar
 
-from horizonbench.core.seeding import derive_seed
 from horizonbench.datasets.worlds.base import (
-    N_ARCHETYPES,
-    SC_MAX,
-    SC_MIN,
     Action,
     Canonical,
-    EnvironmentBase,
     Fact,
     FactStore,
-    Observation,
     Rng,
     State,
-    StepResult,
     Subgoal,
     Task,
-    format_action,
     format_fact,
-    room_graph,
 )
-
-NAME = "stateful_puzzle"
+from horizonbench.datasets.worlds.environment import EnvironmentBase, entity_kinds
+from horizonbench.datasets.worlds.observation import CONFLICT_RATE, PHANTOM_VIEWS, phantom_names
+from horizonbench.datasets.worlds.stateful_puzzle_world import (
+    ARCHETYPES,
+    NAME,
+    SC_TABLE,
+    Archetype,
+    Components,
+    Stage,
+    World,
+    build_world,
+    components,
+    decoy_names,
+    solve,
+)
 
 #: verb -> number of arguments
 VERBS: Mapping[str, int] = {
@@ -230,494 +228,6 @@ _SLOT_OF_PREDICATE: Mapping[str, str] = {
 
 _CLASH = {"loc": "is in two places", "state": "is both open and closed", "status": "is both done and pending"}
 
-#: how many subsets of the phantom world distractor observations choose from
-PHANTOM_VIEWS = 32
-#: probability that a conflict-mode observation carries one contradicting fact
-CONFLICT_RATE = 0.5
-
-# --- state cardinality -------------------------------------------------------------
-
-_ROOM_ANCHORS = ((3, 1), (5, 2), (10, 3), (20, 5), (40, 8), (60, 11))
-_CONTAINER_ANCHORS = ((3, 1), (5, 1), (10, 3), (20, 6), (40, 12), (60, 18))
-_SUBGOAL_ANCHORS = ((3, 1), (5, 2), (10, 3), (20, 4), (40, 6), (60, 8))
-
-
-@dataclass(frozen=True, slots=True)
-class Components:
-    """What ``sc`` builds: ``rooms + containers + items == sc``."""
-
-    rooms: int
-    containers: int
-    items: int
-    subgoals: int
-
-
-def _interpolate(anchors: Sequence[tuple[int, int]], x: int) -> int:
-    """Piecewise-linear through ``anchors``, rounded half up (exact arithmetic)."""
-    for (x0, y0), (x1, y1) in zip(anchors, anchors[1:], strict=False):
-        if x0 <= x <= x1:
-            value = Fraction(y0) + Fraction(y1 - y0, x1 - x0) * (x - x0)
-            return math.floor(value + Fraction(1, 2))
-    raise ValueError(f"sc: must be in {SC_MIN}..{SC_MAX}, got {x}")
-
-
-def components(sc: int) -> Components:
-    """The world size of ``sc`` (see the module docstring for the rule)."""
-    rooms = _interpolate(_ROOM_ANCHORS, sc)
-    containers = _interpolate(_CONTAINER_ANCHORS, sc)
-    items = sc - rooms - containers
-    subgoals = min(_interpolate(_SUBGOAL_ANCHORS, sc), items)
-    return Components(rooms, containers, items, subgoals)
-
-
-#: every supported sc -> its components
-SC_TABLE: Mapping[int, Components] = {sc: components(sc) for sc in range(SC_MIN, SC_MAX + 1)}
-
-# --- archetypes --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Archetype:
-    """A layout family: the room graph's ``shape``, the order in which precondition
-    ``kinds`` are tried, whether destinations are containers or floors
-    (``destinations``), how likely an item starts inside a container (``in_box``) and
-    how containers spread over rooms (``spread``)."""
-
-    index: int
-    shape: str
-    kinds: tuple[str, str, str, str]
-    destinations: str
-    in_box: float
-    spread: str
-
-
-ARCHETYPES: tuple[Archetype, ...] = (
-    Archetype(0, "line", ("switch", "tool", "part", "lock"), "containers", 0.5, "even"),
-    Archetype(1, "ring", ("tool", "switch", "lock", "part"), "alternate", 0.3, "random"),
-    Archetype(2, "star", ("part", "switch", "tool", "lock"), "containers", 0.6, "even"),
-    Archetype(3, "grid", ("lock", "tool", "switch", "part"), "floors_first", 0.4, "clustered"),
-    Archetype(4, "tree", ("switch", "part", "lock", "tool"), "alternate", 0.5, "random"),
-    Archetype(5, "ladder", ("tool", "part", "switch", "lock"), "containers", 0.2, "even"),
-    Archetype(6, "hubs", ("lock", "switch", "part", "tool"), "floors_first", 0.7, "random"),
-    Archetype(7, "comb", ("part", "lock", "tool", "switch"), "alternate", 0.4, "clustered"),
-    Archetype(8, "dense", ("switch", "lock", "tool", "part"), "containers", 0.5, "random"),
-    Archetype(9, "binary", ("tool", "lock", "part", "switch"), "floors_first", 0.3, "even"),
-)
-assert len(ARCHETYPES) == N_ARCHETYPES
-
-
-# --- the world ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Stage:
-    """One subgoal's construction: target item, destination (container or room), its
-    mechanisms as ``(kind, entity)`` (entity: the switch, tool, part or key), and the
-    resulting precondition facts and enablers, aligned."""
-
-    name: str
-    target: str
-    destination: str
-    mechanisms: tuple[tuple[str, str], ...]
-    preconditions: tuple[Fact, ...]
-    enablers: tuple[Action, ...]
-    goal: Fact
-
-
-@dataclass(frozen=True, slots=True)
-class World:
-    """A generated world (without decoys, which depend on branching): static layout,
-    roles and the initial placement. Shared read-only between episodes."""
-
-    sc: int
-    dd: int
-    seed: int
-    archetype: int
-    rooms: tuple[str, ...]
-    containers: tuple[str, ...]
-    items: tuple[str, ...]
-    switches: tuple[str, ...]
-    doors: tuple[tuple[str, str], ...]
-    neighbors: Mapping[str, tuple[str, ...]]
-    room_of: Mapping[str, str]
-    keys: Mapping[str, str]
-    parts: Mapping[str, str]
-    stages: tuple[Stage, ...]
-    stage_of: Mapping[str, int]
-    start_room: str
-    start_loc: Mapping[str, Fact]
-
-    @property
-    def subgoal_names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self.stages)
-
-
-def _pick_location(
-    rng: Rng,
-    arch: Archetype,
-    rooms: Sequence[str],
-    boxes: Sequence[str],
-    ok: Any,
-) -> Fact | None:
-    """A start location ``("at", _, room)`` / ``("in", _, box)`` (item left blank) that
-    ``ok`` accepts: random tries first, then the first acceptable one in a fixed order."""
-    for _ in range(12):
-        if boxes and rng.random() < arch.in_box:
-            where = ("in", "", rng.pick(boxes))
-        else:
-            where = ("at", "", rng.pick(rooms))
-        if ok(where):
-            return where
-    for where in [("in", "", b) for b in boxes] + [("at", "", r) for r in rooms]:
-        if ok(where):
-            return where
-    return None
-
-
-@lru_cache(maxsize=512)
-def build_world(sc: int, dd: int, seed: int, archetype: int) -> World:
-    """The world of ``(sc, dd, seed, archetype)``; all randomness from ``seed``."""
-    comp = SC_TABLE[sc]
-    arch = ARCHETYPES[archetype]
-    rng = Rng(derive_seed(seed, NAME, "layout"))
-    rooms = tuple(f"room{i}" for i in range(1, comp.rooms + 1))
-    boxes = tuple(f"box{i}" for i in range(1, comp.containers + 1))
-    items = tuple(f"item{i}" for i in range(1, comp.items + 1))
-    k = comp.subgoals
-
-    # rooms: the shape on shuffled labels, so names never reveal the structure
-    labels = rng.shuffled(range(comp.rooms))
-    edges = room_graph(arch.shape, comp.rooms, rng)
-    pairs = sorted((min(labels[a], labels[b]), max(labels[a], labels[b])) for a, b in edges)
-    doors = tuple((rooms[a], rooms[b]) for a, b in pairs)
-    neighbors = {r: [] for r in rooms}
-    for a, b in doors:
-        neighbors[a].append(b)
-        neighbors[b].append(a)
-    order = {r: i for i, r in enumerate(rooms)}
-    neighbors_t = {r: tuple(sorted(ns, key=order.__getitem__)) for r, ns in neighbors.items()}
-
-    room_of: dict[str, str] = {}
-    if arch.spread == "even":
-        cycle = rng.shuffled(rooms)
-        for i, b in enumerate(boxes):
-            room_of[b] = cycle[i % len(cycle)]
-    elif arch.spread == "clustered":
-        chosen = rng.sample(rooms, max(1, (len(rooms) + 1) // 2))
-        for b in boxes:
-            room_of[b] = rng.pick(chosen)
-    else:
-        for b in boxes:
-            room_of[b] = rng.pick(rooms)
-
-    # targets and destinations
-    shuffled = rng.shuffled(items)
-    targets, spare = shuffled[:k], shuffled[k:]
-    free_boxes = rng.shuffled(boxes)
-    destinations: list[str] = []
-    for j in range(k):
-        if arch.destinations == "containers":
-            want_box = True
-        elif arch.destinations == "alternate":
-            want_box = j % 2 == 0
-        else:
-            want_box = j % 2 == 1
-        if comp.rooms == 1 or (want_box and free_boxes):
-            if free_boxes:
-                destinations.append(free_boxes.pop())
-            else:  # one room and more subgoals than containers: containers are reused
-                destinations.append(boxes[j % len(boxes)])
-        else:
-            destinations.append(rng.pick(rooms))
-    dest_uses = {d: destinations.count(d) for d in destinations}
-
-    # mechanisms: kinds in the archetype's order, items while spare ones last
-    mechanisms: list[list[tuple[str, str]]] = [[] for _ in range(k)]
-    switches: list[str] = []
-    keys: dict[str, str] = {}
-    parts: dict[str, str] = {}
-    locked: set[str] = set()
-    for slot in range(dd):
-        for j in range(k):
-            start = (slot + j) % 4
-            prefs = arch.kinds[start:] + arch.kinds[:start]
-            for kind in prefs:
-                if kind == "switch":
-                    name = f"switch{len(switches) + 1}"
-                    switches.append(name)
-                    room_of[name] = rng.pick(rooms)
-                    mechanisms[j].append(("switch", name))
-                    break
-                if not spare:
-                    continue
-                if kind == "lock":
-                    d = destinations[j]
-                    if d not in room_of or d in locked or dest_uses[d] > 1:
-                        continue
-                    key = spare.pop(0)
-                    keys[key] = d
-                    locked.add(d)
-                    mechanisms[j].append(("lock", key))
-                    break
-                item = spare.pop(0)
-                if kind == "part":
-                    parts[item] = targets[j]
-                mechanisms[j].append((kind, item))
-                break
-    fillers = set(spare)
-
-    stages: list[Stage] = []
-    stage_of: dict[str, int] = {}
-    for j in range(k):
-        x, d = targets[j], destinations[j]
-        pre: list[Fact] = []
-        ena: list[Action] = []
-        for kind, ent in mechanisms[j]:
-            if kind == "switch":
-                pre.append(("on", ent))
-                ena.append(("activate", ent))
-            elif kind == "tool":
-                pre.append(("held", ent))
-                ena.append(("take", ent))
-            elif kind == "part":
-                pre.append(("fitted", ent, x))
-                ena.append(("combine", x, ent))
-            else:
-                pre.append(("unlocked", d))
-                ena.append(("use", ent, d))
-            stage_of[ent] = j + 1
-        stage_of[x] = j + 1
-        goal = ("in", x, d) if d in room_of else ("at", x, d)
-        stages.append(Stage(f"sg{j + 1}", x, d, tuple(mechanisms[j]), tuple(pre), tuple(ena), goal))
-
-    # initial placement: role items never start in a locked container; a target never
-    # starts in its destination (nor, for a floor destination, in that room)
-    start_loc: dict[str, Fact] = {}
-    destination_of = {s.target: s.destination for s in stages}
-    unlocked_boxes = [b for b in boxes if b not in locked]
-    for item in items:
-        d = destination_of.get(item)
-
-        def ok(where: Fact, item: str = item, d: str | None = d) -> bool:
-            if where[0] == "in" and where[2] in locked and item not in fillers:
-                return False
-            if d is None:
-                return True
-            place_room = room_of[where[2]] if where[0] == "in" else where[2]
-            if d in room_of:
-                return where[2] != d
-            return place_room != d
-
-        pool = list(boxes) if item in fillers else unlocked_boxes
-        where = _pick_location(rng, arch, rooms, pool, ok)
-        if where is None:  # pragma: no cover - a target always has a room or box to start in
-            raise AssertionError(f"no start location for {item}")
-        start_loc[item] = (where[0], item, where[2])
-
-    return World(
-        sc=sc,
-        dd=dd,
-        seed=seed,
-        archetype=archetype,
-        rooms=rooms,
-        containers=boxes,
-        items=items,
-        switches=tuple(switches),
-        doors=doors,
-        neighbors=neighbors_t,
-        room_of=room_of,
-        keys=keys,
-        parts=parts,
-        stages=tuple(stages),
-        stage_of=stage_of,
-        start_room=rng.pick(rooms),
-        start_loc=start_loc,
-    )
-
-
-def decoy_names(world: World, branching: int) -> dict[str, str]:
-    """Decoy -> room: ``branching // 2`` decoys on every room's floor."""
-    per_room = branching // 2
-    out: dict[str, str] = {}
-    for r in world.rooms:
-        for _ in range(per_room):
-            out[f"decoy{len(out) + 1}"] = r
-    return out
-
-
-# --- the solver --------------------------------------------------------------------
-
-
-def _shortest_paths(world: World) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, str]]]:
-    """Distances and the next room on a shortest path, from every room (BFS, neighbours
-    in room order, so paths are deterministic)."""
-    dist: dict[str, dict[str, int]] = {}
-    step: dict[str, dict[str, str]] = {}
-    for target in world.rooms:  # BFS from the target gives every room's next hop to it
-        d = {target: 0}
-        queue = deque([target])
-        while queue:
-            r = queue.popleft()
-            for s in world.neighbors[r]:
-                if s not in d:
-                    d[s] = d[r] + 1
-                    queue.append(s)
-        for r in world.rooms:
-            dist.setdefault(r, {})[target] = d[r]
-            if r != target:
-                step.setdefault(r, {})[target] = next(s for s in world.neighbors[r] if d[s] == d[r] - 1)
-    return dist, step
-
-
-class _StageTasks:
-    """The actions of one stage, each once, with the ones that must come first."""
-
-    def __init__(self, world: World, opened: set[str], unlocked: set[str]) -> None:
-        self.world, self.opened, self.unlocked = world, opened, unlocked
-        self.tasks: list[tuple[Action, str | None, list[int]]] = []
-        self.index: dict[Action, int] = {}
-
-    def add(self, action: Action, room: str | None, pre: list[int]) -> int:
-        if action not in self.index:
-            self.index[action] = len(self.tasks)
-            self.tasks.append((action, room, pre))
-        return self.index[action]
-
-    def open_box(self, box: str) -> list[int]:
-        """The ``open`` task a closed box needs (after its ``use`` if locked), if any."""
-        if box in self.opened:
-            return []
-        pre: list[int] = []
-        if box in self.world.keys.values() and box not in self.unlocked:
-            key = next(k for k, b in self.world.keys.items() if b == box)
-            pre = [self.index[("use", key, box)]]
-        return [self.add(("open", box), self.world.room_of[box], pre)]
-
-    def take(self, item: str) -> int:
-        where = self.world.start_loc[item]
-        if where[0] == "in":
-            return self.add(("take", item), self.world.room_of[where[2]], self.open_box(where[2]))
-        return self.add(("take", item), where[2], [])
-
-
-def _stage_tasks(world: World) -> list[list[tuple[Action, str | None, int]]]:
-    """Per stage, every action an optimal plan does in it: ``(action, room or None for
-    anywhere, bitmask of the tasks that must come first)``. Containers opened and
-    unlocked in earlier stages stay so (an optimal plan never closes one)."""
-    opened: set[str] = set()
-    unlocked: set[str] = set()
-    out: list[list[tuple[Action, str | None, int]]] = []
-    for stage in world.stages:
-        st = _StageTasks(world, opened, unlocked)
-        x, d = stage.target, stage.destination
-        take_x = st.take(x)
-        combines: list[int] = []
-        for kind, ent in stage.mechanisms:
-            if kind == "switch":
-                st.add(("activate", ent), world.room_of[ent], [])
-            elif kind == "tool":
-                st.take(ent)
-            elif kind == "part":
-                combines.append(st.add(("combine", x, ent), None, [take_x, st.take(ent)]))
-            else:
-                st.add(("use", ent, d), world.room_of[d], [st.take(ent)])
-        if d in world.room_of:
-            st.add(("put", x, d), world.room_of[d], [take_x, *combines, *st.open_box(d)])
-        else:
-            st.add(("put", x, d), d, [take_x, *combines])
-        st.add(("finish_subgoal", stage.name), None, list(range(len(st.tasks))))
-        for action, _, _ in st.tasks:
-            if action[0] == "open":
-                opened.add(action[1])
-            elif action[0] == "use":
-                unlocked.add(action[2])
-        out.append([(a, room, sum(1 << p for p in pre)) for a, room, pre in st.tasks])
-    return out
-
-
-@lru_cache(maxsize=512)
-def solve(sc: int, dd: int, seed: int, archetype: int) -> tuple[Action, ...]:
-    """An optimal plan for the world of ``build_world(sc, dd, seed, archetype)`` from
-    its reset state without mutations (decoys change nothing): A* as described in the
-    module docstring."""
-    world = build_world(sc, dd, seed, archetype)
-    dist, hop = _shortest_paths(world)
-    stages = _stage_tasks(world)
-    n_stages = len(stages)
-    full = [(1 << len(t)) - 1 for t in stages]
-    tail = [sum(len(t) for t in stages[j + 1 :]) for j in range(n_stages)] + [0]
-
-    def closure(j: int, mask: int, room: str) -> tuple[int, int, list[Action]]:
-        done: list[Action] = []
-        while j < n_stages:
-            tasks = stages[j]
-            progress = True
-            while progress:
-                progress = False
-                for i, (action, where, pre) in enumerate(tasks):
-                    bit = 1 << i
-                    if not mask & bit and pre & mask == pre and (where is None or where == room):
-                        mask |= bit
-                        done.append(action)
-                        progress = True
-            if mask != full[j]:
-                break
-            j, mask = j + 1, 0
-        return j, mask, done
-
-    def heuristic(j: int, mask: int, room: str) -> int:
-        if j >= n_stages:
-            return 0
-        far = 0
-        remaining = 0
-        for i, (_, where, _) in enumerate(stages[j]):
-            if not mask >> i & 1:
-                remaining += 1
-                if where is not None:
-                    far = max(far, dist[room][where])
-        return remaining + far + tail[j]
-
-    def walk(a: str, b: str) -> list[Action]:
-        moves = []
-        while a != b:
-            a = hop[a][b]
-            moves.append(("go", a))
-        return moves
-
-    j0, m0, first = closure(0, 0, world.start_room)
-    start = (j0, m0, world.start_room)
-    best = {start: len(first)}
-    Key = tuple[int, int, str]
-    parent: dict[Key, tuple[Key | None, list[Action]]] = {start: (None, first)}
-    heap = [(len(first) + heuristic(*start), len(first), 0, start)]
-    counter = 1
-    while heap:
-        _, g, _, key = heapq.heappop(heap)
-        if g > best[key]:
-            continue
-        j, mask, room = key
-        if j >= n_stages:
-            plan: list[Action] = []
-            node: Key | None = key
-            while node is not None:
-                prev, segment = parent[node]
-                plan[:0] = segment
-                node = prev
-            return tuple(plan)
-        for i, (action, where, pre) in enumerate(stages[j]):
-            if mask >> i & 1 or pre & mask != pre or where is None:
-                continue
-            nj, nmask, extra = closure(j, mask | 1 << i, where)
-            cost = g + dist[room][where] + 1 + len(extra)
-            nkey = (nj, nmask, where)
-            if cost < best.get(nkey, 1 << 30):
-                best[nkey] = cost
-                parent[nkey] = (key, [*walk(room, where), action, *extra])
-                heapq.heappush(heap, (cost + heuristic(*nkey), cost, counter, nkey))
-                counter += 1
-    raise AssertionError("the world has no solution")  # pragma: no cover - worlds are built solvable
-
-
 # --- the environment ---------------------------------------------------------------
 
 
@@ -756,27 +266,30 @@ class StatefulPuzzle(EnvironmentBase[World]):
     error_labels: ClassVar[tuple[str, ...]] = ERROR_LABELS
     #: the entity kinds ``sc`` counts (switches are fixtures; decoys come from branching)
     sc_kinds: ClassVar[tuple[str, ...]] = ("room", "container", "item")
+    predicates: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = PREDICATES
+    task_predicates: ClassVar[frozenset[str]] = TASK_PREDICATES
+    signatures: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = _SIGNATURES
+    slot_of_predicate: ClassVar[Mapping[str, str]] = _SLOT_OF_PREDICATE
+    clashes: ClassVar[Mapping[str, str]] = _CLASH
+    win_message: ClassVar[str] = "all subgoals done"
 
     # -- reset ---------------------------------------------------------------------
 
-    def reset(self, seed: int, archetype: int = 0) -> tuple[Observation, Task]:
-        self._check_reset(seed, archetype)
+    def _build(self, seed: int, archetype: int) -> int:
         spec = self.spec
         w = build_world(spec.sc, spec.dd, seed, archetype)
         self._world = w
-        self._seed, self._archetype = seed, archetype
         self._decoys = decoy_names(w, spec.branching)
-        self._kind: dict[str, str] = {"agent": "agent"}
-        for names, kind in (
-            (w.rooms, "room"),
-            (w.containers, "container"),
-            (w.items, "item"),
-            (w.switches, "switch"),
-            (tuple(self._decoys), "decoy"),
-            (w.subgoal_names, "subgoal"),
-        ):
-            for n in names:
-                self._kind[n] = kind
+        self._kind = entity_kinds(
+            (
+                (w.rooms, "room"),
+                (w.containers, "container"),
+                (w.items, "item"),
+                (w.switches, "switch"),
+                (tuple(self._decoys), "decoy"),
+                (w.subgoal_names, "subgoal"),
+            )
+        )
         self._room_index = {r: i for i, r in enumerate(w.rooms)}
         self._boxes_in = {r: tuple(b for b in w.containers if w.room_of[b] == r) for r in w.rooms}
         self._switches_in = {r: tuple(s for s in w.switches if w.room_of[s] == r) for r in w.rooms}
@@ -791,19 +304,9 @@ class StatefulPuzzle(EnvironmentBase[World]):
         self._initial = self._initial_facts()
         self._plan = solve(spec.sc, spec.dd, seed, archetype)
         self._task = self._make_task()
-        self._partial = spec.observation == "partial"
-        self._rate = spec.mutation_rate
-        self._mut_rng = Rng(derive_seed(seed, NAME, "mutation"))
-        self._obs_rng = Rng(derive_seed(seed, NAME, "observation"))
         self._status_slots = tuple((("status", s.name), s.name) for s in w.stages)
-        self._phantoms = self._make_phantoms() if spec.observation == "distractor" else ()
         self._load(self._initial)
-        self._t = 0
-        self._known: dict[Hashable, tuple[Fact, int]] = {}
-        self._viewed: dict[Hashable, int] = {}
-        self._changed: list[str] = []
-        self._examined: str | None = None
-        return self._observe("start"), self._task
+        return len(self._initial)
 
     def _door(self, a: str, b: str) -> Fact:
         if self._room_index.get(a, 0) <= self._room_index.get(b, 0):
@@ -859,34 +362,29 @@ class StatefulPuzzle(EnvironmentBase[World]):
             elif p == "done":
                 self._ndone += 1
         self._won = self._ndone == len(w.stages)
-        self._over = self._won
+
+    def _holder(self, f: Fact) -> set[str]:
+        """The index of the place an item-location fact names: a floor, a container's
+        contents, the hands, or the parts fitted onto a host."""
+        p = f[0]
+        if p == "at":
+            return self._floor[f[2]]
+        if p == "in":
+            return self._contents[f[2]]
+        if p == "held":
+            return self._held
+        return self._parts.setdefault(f[2], set())
 
     def _place(self, x: str, f: Fact) -> None:
-        p = f[0]
-        if p == "at":
-            self._floor[f[2]].add(x)
-        elif p == "in":
-            self._contents[f[2]].add(x)
-        elif p == "held":
-            self._held.add(x)
-        else:
-            self._parts.setdefault(f[2], set()).add(x)
+        self._holder(f).add(x)
 
     def _unplace(self, x: str, f: Fact) -> None:
-        p = f[0]
-        if p == "at":
-            self._floor[f[2]].discard(x)
-        elif p == "in":
-            self._contents[f[2]].discard(x)
-        elif p == "held":
-            self._held.discard(x)
-        else:
-            self._parts[f[2]].discard(x)
+        self._holder(f).discard(x)
 
     # -- the task ------------------------------------------------------------------
 
     def _make_task(self) -> Task:
-        w, spec = self._w, self.spec
+        w = self._w
         facts: list[Fact] = []
         subgoals: list[Subgoal] = []
         sealed_by: dict[int, list[str]] = {}
@@ -911,18 +409,12 @@ class StatefulPuzzle(EnvironmentBase[World]):
             "subgoal": w.subgoal_names,
         }
         comp = SC_TABLE[w.sc]
-        return Task(
-            env=NAME,
-            spec=spec,
-            seed=self._seed,
-            archetype=self._archetype,
+        return self._task_of(
             text=self._task_text(subgoals, entities),
-            facts=tuple(sorted(facts)),
+            facts=facts,
             goal=tuple(sorted(("done", s.name) for s in w.stages)),
-            subgoals=tuple(subgoals),
+            subgoals=subgoals,
             entities=entities,
-            optimal_length=len(self._plan),
-            horizon=spec.horizon,
             extra={
                 "rooms": comp.rooms,
                 "containers": comp.containers,
@@ -966,16 +458,6 @@ class StatefulPuzzle(EnvironmentBase[World]):
         return "\n".join(lines)
 
     # -- preconditions -------------------------------------------------------------
-
-    def _well_formed(self, action: object) -> bool:
-        if not isinstance(action, tuple) or not action:
-            return False
-        sig = _SIGNATURES.get(action[0]) if isinstance(action[0], str) else None
-        if sig is None or len(action) != len(sig) + 1:
-            return False
-        kind = self._kind
-        args = zip(action[1:], sig, strict=True)
-        return all(isinstance(a, str) and kind.get(a) in allowed for a, allowed in args)
 
     def _visible(self, x: str) -> tuple[Fact, ...]:
         loc = self._loc[x]
@@ -1043,74 +525,12 @@ class StatefulPuzzle(EnvironmentBase[World]):
             return (*pre, ("done", self._w.stages[j - 1].name)) if j else pre
         return ()  # noop
 
-    def preconditions(self, action: Action) -> frozenset[Fact] | None:
-        pre = self._pre(action)
-        return None if pre is None else frozenset(pre)
-
-    # -- step ----------------------------------------------------------------------
-
-    def step(self, action: Action) -> StepResult:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        if self._over:
-            raise RuntimeError("the episode is over; call reset()")
-        self._changed = []
-        self._examined = None
-        pre = self._pre(action)
-        if pre is None:
-            valid, error, unmet = False, "unknown_action", ()
-        else:
-            store = self._store
-            unmet = tuple(f for f in pre if f not in store)
-            if unmet:
-                valid, error = False, self._label(unmet)
-            else:
-                valid, error = True, None
-                self._apply(action)
-        self._t += 1
-        events: tuple[str, ...] = ()
-        if self._rate and not self._won and self._t < self.spec.horizon:
-            if self._mut_rng.random() < self._rate:
-                events = self._mutate()
-        self._over = self._won or self._t >= self.spec.horizon
-        text = format_action(action) if pre is not None else "(not an action of this world)"
-        if valid:
-            message = f"{text}: ok"
-        else:
-            message = f"{text}: failed ({error})"
-        if self._won:
-            message += "; all subgoals done"
-        elif self._over:
-            message += "; out of steps"
-        return StepResult(
-            observation=self._observe(message),
-            gold=self._store.canonical(),
-            valid=valid,
-            error=error,
-            done=self._over,
-            success=self._won,
-            unmet=tuple(sorted(unmet)),
-            events=events,
-        )
-
-    def _label(self, unmet: tuple[Fact, ...]) -> str:
+    def _label(self, action: Action, unmet: tuple[Fact, ...]) -> str:
         if self._partial and all(self._knows(f) for f in unmet):
             return "stale_room_state"
         if any(f[0] in LOCATION_PREDICATES for f in unmet):
             return "object_location_error"
         return "precondition_violation"
-
-    def _move(self, x: str, new: Fact) -> None:
-        old = self._loc[x]
-        self._unplace(x, old)
-        self._place(x, new)
-        self._loc[x] = new
-        self._store.replace(old, new)
-        self._changed.append(x)
-
-    def _flip(self, old: Fact, new: Fact) -> None:
-        self._store.replace(old, new)
-        self._changed.append(old[1])
 
     def _apply(self, action: Action) -> None:
         verb = action[0]
@@ -1184,35 +604,16 @@ class StatefulPuzzle(EnvironmentBase[World]):
 
     # -- observation ---------------------------------------------------------------
 
-    def _observe(self, message: str) -> Observation:
-        mode = self.spec.observation
-        gold = self._store.canonical()
-        if mode == "clean":
-            return Observation(self._t, gold, self._task.facts, message)
-        if mode == "partial":
-            if self._t == 0:
-                self._learn_all(gold)
-                return Observation(0, gold, self._task.facts, message)
-            return Observation(self._t, self._look(), self._task.facts, message)
-        if mode == "distractor":
-            extra = self._obs_rng.pick(self._phantoms)
-            return Observation(self._t, tuple(sorted(gold + extra)), self._task.facts, message, extra)
-        # conflict
-        if self._t > 0 and self._obs_rng.random() < CONFLICT_RATE:
-            lie = self._conflict_fact()
-            if lie is not None:
-                return Observation(self._t, tuple(sorted((*gold, lie))), self._task.facts, message, (lie,))
-        return Observation(self._t, gold, self._task.facts, message)
-
-    def _look(self) -> Canonical:
+    def _look(self, action: Action | None) -> Canonical:
         """Partial mode: what the agent sees (its room, its hands, the subgoal statuses),
         recorded as its latest view of each slot shown and of each place looked into."""
         t = self._t
-        known, viewed, loc = self._known, self._viewed, self._loc
+        look_at, loc = self._seen.look_at, self._loc
         r = self._agent
         out: list[Fact] = list(self._doors_of[r])
         shown: list[tuple[Hashable, Fact]] = [(("loc", "agent"), ("at", "agent", r))]
-        viewed[("floor", r)] = viewed["hands"] = t
+        look_at(("floor", r), t)
+        look_at("hands", t)
         hosts: list[str] = []
         for b in self._boxes_in[r]:
             out.append(("at", b, r))
@@ -1221,7 +622,7 @@ class StatefulPuzzle(EnvironmentBase[World]):
             if b in self._locked:
                 shown.append((("lock", b), ("locked", b) if self._locked[b] else ("unlocked", b)))
             if is_open or b == self._examined:
-                viewed[("box", b)] = t
+                look_at(("box", b), t)
                 hosts += self._contents[b]
         for sw in self._switches_in[r]:
             out.append(("at", sw, r))
@@ -1230,36 +631,22 @@ class StatefulPuzzle(EnvironmentBase[World]):
         hosts += self._held
         for h in hosts:
             shown.append((("loc", h), loc[h]))
-            viewed[("host", h)] = t
+            look_at(("host", h), t)
             parts = self._parts.get(h)
             if parts:
                 shown += [(("loc", p), loc[p]) for p in parts]
         done = self._ndone
         for i, (slot, name) in enumerate(self._status_slots):
             shown.append((slot, ("done" if i < done else "pending", name)))
-        for slot, f in shown:
-            known[slot] = (f, t)
-            out.append(f)
+        self._see(shown, out)
         out.sort()
         return tuple(out)
 
-    def _learn_all(self, facts: Iterable[Fact]) -> None:
-        """Partial mode's briefing: every slot seen now."""
-        for f in facts:
-            slot = self.slot(f)
-            if slot is not None:
-                self._known[slot] = (f, self._t)
-
-    def _knows(self, fact: Fact) -> bool:
-        """Partial mode: the agent's latest view of ``fact``'s slot showed ``fact``
-        (and no later view of the place contradicted it)."""
-        slot = self.slot(fact)
-        entry = self._known.get(slot) if slot is not None else None
-        if entry is None or entry[0] != fact:
-            return False
-        if slot[0] == "loc" and self._kind.get(fact[1]) in _MOVABLE:
-            return self._viewed.get(_loc_key(fact), -1) <= entry[1]
-        return True
+    def _place_of(self, fact: Fact, slot: Hashable) -> Hashable | None:
+        """A movable's place: a floor, a container, a host item, the hands."""
+        if slot[0] == "loc" and self._kind.get(fact[1]) in _MOVABLE:  # type: ignore[index]
+            return _loc_key(fact)
+        return None
 
     def _conflict_fact(self) -> Fact | None:
         """A false fact for a slot that did not change this step (so the previous
@@ -1278,17 +665,13 @@ class StatefulPuzzle(EnvironmentBase[World]):
         places = [("at", ent, r) for r in w.rooms] + [("in", ent, b) for b in w.containers]
         return self._obs_rng.pick([p for p in places if p != old])
 
-    def _make_phantoms(self) -> tuple[Canonical, ...]:
-        """A persistent world of entities that do not exist (numbered past the real
-        ones), and :data:`PHANTOM_VIEWS` subsets of it of ``max(1, len(gold) // 10)``
-        facts (the gold state's size never changes): a distractor observation shows one
-        of them."""
+    def _phantom_facts(self, rng: Rng) -> list[Fact]:
+        """A persistent world of rooms, containers, items and switches that do not exist."""
         w = self._w
-        rng = Rng(derive_seed(self._seed, NAME, "phantoms"))
-        rooms = [f"room{len(w.rooms) + i}" for i in range(1, max(2, len(w.rooms) // 2 + 1) + 1)]
-        boxes = [f"box{len(w.containers) + i}" for i in range(1, max(1, len(w.containers) // 2) + 1)]
-        items = [f"item{len(w.items) + i}" for i in range(1, max(2, len(w.items) // 2) + 1)]
-        switches = [f"switch{len(w.switches) + i}" for i in range(1, max(1, len(w.switches) // 2) + 1)]
+        rooms = phantom_names("room", len(w.rooms), max(2, len(w.rooms) // 2 + 1))
+        boxes = phantom_names("box", len(w.containers), max(1, len(w.containers) // 2))
+        items = phantom_names("item", len(w.items), max(2, len(w.items) // 2))
+        switches = phantom_names("switch", len(w.switches), max(1, len(w.switches) // 2))
         facts: list[Fact] = [("door", a, b) for a, b in zip(rooms, rooms[1:], strict=False)]
         for b in boxes:
             facts.append(("at", b, rng.pick(rooms)))
@@ -1298,31 +681,16 @@ class StatefulPuzzle(EnvironmentBase[World]):
         for s in switches:
             facts.append(("at", s, rng.pick(rooms)))
             facts.append(("on", s) if rng.chance(0.5) else ("off", s))
-        k = min(len(facts), max(1, len(self._initial) // 10))
-        return tuple(tuple(sorted(rng.sample(facts, k))) for _ in range(PHANTOM_VIEWS))
+        return facts
 
     # -- queries -------------------------------------------------------------------
 
-    def gold_state(self) -> Canonical:
-        return self._store.canonical()
-
-    def observable_gold(self) -> frozenset[Fact]:
-        if not self._partial:
-            return self._store.frozen()
-        out = set()
-        for f in self._store.canonical():
-            slot = self.slot(f)
-            if slot is None or (f[0] == "at" and self._kind.get(f[1]) in ("container", "switch")):
-                out.add(f)  # static facts: the briefing showed them
-            elif self._knows(f):
-                out.add(f)
-        return frozenset(out)
-
-    def slot(self, fact: Fact) -> Hashable | None:
-        kind = _SLOT_OF_PREDICATE.get(fact[0]) if fact else None
-        if kind is None or len(fact) < 2:
-            return None
-        return (kind, fact[1])
+    def _always_observable(self, fact: Fact) -> bool:
+        """Static facts (doors, where containers and switches stand, keys and parts):
+        the briefing showed them."""
+        return self.slot(fact) is None or (
+            fact[0] == "at" and self._kind.get(fact[1]) in ("container", "switch")
+        )
 
     def valid_actions(self) -> tuple[Action, ...]:
         w = self._w
@@ -1381,76 +749,15 @@ class StatefulPuzzle(EnvironmentBase[World]):
             out.add(f)
         return frozenset(out)
 
-    def invariant_violations(self, facts: Iterable[Fact]) -> list[str]:
-        """Malformed facts (unknown predicate, wrong arity, a name that is no entity or
-        of the wrong kind, a relation of a thing to itself) and clashes (two facts of one
-        slot: an item in two places, a container open and closed...). Copies of the
-        task specification's facts are not world state and are ignored."""
-        problems: list[str] = []
-        by_slot: dict[Hashable, list[Fact]] = {}
-        for f in sorted(self.normalize(facts), key=repr):
-            if not isinstance(f, tuple) or not f or not all(isinstance(a, str) for a in f):
-                problems.append(f"{f!r} is not a tuple of strings")
-                continue
-            sig = PREDICATES.get(f[0])
-            if f[0] in TASK_PREDICATES:
-                continue
-            if sig is None:
-                problems.append(f"{format_fact(f)}: unknown predicate {f[0]!r}")
-                continue
-            if len(f) != len(sig) + 1:
-                problems.append(f"{format_fact(f)}: {f[0]} takes {len(sig)} argument(s)")
-                continue
-            bad = False
-            for arg, allowed in zip(f[1:], sig, strict=True):
-                kind = self._kind.get(arg)
-                if kind is None:
-                    problems.append(f"{format_fact(f)}: {arg} is no entity of this world")
-                    bad = True
-                elif kind not in allowed:
-                    problems.append(f"{format_fact(f)}: {arg} is a {kind}, not a {'/'.join(sorted(allowed))}")
-                    bad = True
-            if bad:
-                continue
-            if f[0] in ("door", "fitted", "part_of") and f[1] == f[2]:
-                problems.append(f"{format_fact(f)}: relates {f[1]} to itself")
-            slot = self.slot(f)
-            if slot is not None:
-                by_slot.setdefault(slot, []).append(f)
-        for slot, fs in by_slot.items():
-            if len(fs) > 1:
-                listed = " and ".join(format_fact(f) for f in sorted(fs))
-                what = _CLASH.get(slot[0], "has two values")
-                problems.append(f"{slot[1]} {what}: {listed}")
-        return sorted(problems)
+    def _relation_problems(self, fact: Fact) -> list[str]:
+        if fact[0] in ("door", "fitted", "part_of") and fact[1] == fact[2]:
+            return [f"{format_fact(fact)}: relates {fact[1]} to itself"]
+        return []
 
     # -- snapshots -----------------------------------------------------------------
 
-    def snapshot(self) -> Any:
-        return (
-            self._store.frozen(),
-            self._t,
-            self._mut_rng.getstate(),
-            self._obs_rng.getstate(),
-            dict(self._known),
-            dict(self._viewed),
-            (self._world, self._seed, self._archetype),
-        )
-
-    def restore(self, snapshot: Any) -> None:
-        facts, t, mut, obs, known, viewed, episode = snapshot
-        same = self._world is not None and episode[0] is self._world
-        if not same or episode[1:] != (self._seed, self._archetype):
-            raise ValueError("snapshot: taken in another episode")
-        self._load(facts)
-        self._t = t
-        self._over = self._won or t >= self.spec.horizon
-        self._mut_rng.setstate(mut)
-        self._obs_rng.setstate(obs)
-        self._known = dict(known)
-        self._viewed = dict(viewed)
-        self._changed = []
-        self._examined = None
+    def _restore_state(self, state: Any) -> None:
+        self._load(state)
 
 
 __all__: Sequence[str] = [

@@ -140,36 +140,42 @@ tests compare it with a breadth-first search over the real dynamics on small wor
 
 from __future__ import annotations
 
-import hashlib
-import math
 from bisect import insort
-from collections.abc import Container, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import lru_cache
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, cast
 
-from horizonbench.core.seeding import derive_seed
 from horizonbench.datasets.worlds.base import (
-    DD_MAX,
-    N_ARCHETYPES,
-    SC_MAX,
-    SC_MIN,
     Action,
     Canonical,
-    EnvironmentBase,
     Fact,
     FactStore,
-    Observation,
     Rng,
     State,
-    StepResult,
     Subgoal,
     Task,
-    format_action,
     format_fact,
 )
-
-NAME = "tool_dag"
+from horizonbench.datasets.worlds.environment import EnvironmentBase, entity_kinds
+from horizonbench.datasets.worlds.observation import CONFLICT_RATE, PHANTOM_VIEWS, phantom_names
+from horizonbench.datasets.worlds.tool_dag_world import (
+    ARCHETYPES,
+    NAME,
+    PARAM_NAMES,
+    TAINT,
+    TOKEN_DIGITS,
+    TYPE_NAMES,
+    Archetype,
+    Components,
+    Decoys,
+    World,
+    _avoiding,
+    build_decoys,
+    build_world,
+    components,
+    optimal_length,
+    solve,
+    token,
+)
 
 #: a state slot: facts of one slot exclude each other (``("var", name)``,
 #: ``("arg", tool, param)``, ``("type", name)``, ``("status", target)``)
@@ -184,28 +190,6 @@ ERROR_LABELS: tuple[str, ...] = (
     "fabricated_result",
     "unknown_action",
 )
-
-#: the value types a world draws from (its archetype says how many it uses)
-TYPE_NAMES: tuple[str, ...] = (
-    "table",
-    "vector",
-    "text",
-    "number",
-    "image",
-    "audio",
-    "json",
-    "date",
-    "graph",
-    "matrix",
-    "url",
-    "code",
-)
-#: parameter names: a tool of density dd has the first dd
-PARAM_NAMES: tuple[str, ...] = tuple(f"a{i}" for i in range(1, DD_MAX + 1))
-#: hex digits of a token
-TOKEN_DIGITS = 8
-#: what a tainted argument contributes to a tainted token's digest (taints never nest)
-TAINT = "?"
 
 #: world-state predicate -> argument kinds (``param`` is a parameter name, ``type`` a
 #: type name, ``token`` any string; the other kinds are entity kinds)
@@ -229,321 +213,21 @@ _SLOT_OF_PREDICATE: Mapping[str, str] = {
     "pending": "status",
     "submitted": "status",
 }
+#: why an argument of a fact is wrong, by the kind :data:`PREDICATES` names
+_WHY = {
+    "name": "no variable or input of this world",
+    "computed": "no computed variable (given inputs are never empty)",
+    "tool": "no tool of this world",
+    "param": "no parameter name",
+    "type": "no type",
+    "target": "not the target",
+}
 _CLASH = {
     "var": "holds two values",
     "arg": "is wired twice",
     "status": "is both pending and submitted",
     "type": "has two types",
 }
-
-#: how many subsets of the phantom namespace distractor observations choose from
-PHANTOM_VIEWS = 32
-#: probability that a conflict-mode observation carries one contradicting fact
-CONFLICT_RATE = 0.5
-
-
-# --- tokens ------------------------------------------------------------------------
-
-
-def token(tool: str, args: Sequence[str]) -> str:
-    """The raw token ``tool`` computes from the argument tokens ``args`` (in parameter
-    order): the first :data:`TOKEN_DIGITS` hex digits of a sha256 digest."""
-    return hashlib.sha256("\x1f".join((tool, *args)).encode()).hexdigest()[:TOKEN_DIGITS]
-
-
-def _avoiding(tok: str, taken: Container[str]) -> str:
-    """``tok``, re-hashed until it is none of ``taken`` (so no two values coincide)."""
-    while tok in taken:
-        tok = hashlib.sha256(f"again\x1f{tok}".encode()).hexdigest()[:TOKEN_DIGITS]
-    return tok
-
-
-# --- state cardinality -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Components:
-    """What ``(sc, dd)`` builds: ``variables == tools == sc`` and the given inputs."""
-
-    variables: int
-    tools: int
-    inputs: int
-
-
-def components(sc: int, dd: int) -> Components:
-    """The world size of ``(sc, dd)`` (see the module docstring for the rule)."""
-    if not SC_MIN <= sc <= SC_MAX:
-        raise ValueError(f"sc: must be in {SC_MIN}..{SC_MAX}, got {sc}")
-    if not 1 <= dd <= DD_MAX:
-        raise ValueError(f"dd: must be in 1..{DD_MAX}, got {dd}")
-    return Components(variables=sc, tools=sc, inputs=dd + math.ceil(sc / 4))
-
-
-def optimal_length(sc: int, dd: int) -> int:
-    """L*: ``sc * (dd + 1) + 1`` (every parameter wired, every tool run, one submit)."""
-    return sc * (dd + 1) + 1
-
-
-# --- archetypes --------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Archetype:
-    """A DAG family: its ``shape`` (how tools read earlier variables) and how many of
-    :data:`TYPE_NAMES` its values use (fewer types: more well-typed wrong wirings)."""
-
-    index: int
-    shape: str
-    types: int
-
-
-#: the ten DAG families. Over topological positions (the last is the target): ``chain``
-#: reads the previous one; ``tree`` is a random in-tree; ``diamond`` forks each third
-#: position into two that join at the next; ``layered`` reads random positions of the
-#: previous layer (width ``isqrt(n)``); ``wide`` is the shallowest in-tree (each reads as
-#: many as it may); ``skip`` is a chain with random skip links; ``broadcast`` a chain in
-#: which every position also reads the first (and often the second); ``twin`` two
-#: interleaved chains joined at the target; ``binary`` a binary in-tree; ``random`` a
-#: random in-tree plus random links. Capacity (``dd``) limits all of them.
-ARCHETYPES: tuple[Archetype, ...] = (
-    Archetype(0, "chain", 6),
-    Archetype(1, "tree", 8),
-    Archetype(2, "diamond", 5),
-    Archetype(3, "layered", 10),
-    Archetype(4, "wide", 4),
-    Archetype(5, "skip", 7),
-    Archetype(6, "broadcast", 9),
-    Archetype(7, "twin", 6),
-    Archetype(8, "binary", 12),
-    Archetype(9, "random", 3),
-)
-assert len(ARCHETYPES) == N_ARCHETYPES
-
-
-def _dag(shape: str, n: int, dd: int, rng: Rng) -> list[list[int]]:
-    """The variable inputs of each position ``0..n-1`` (a topological order; the sink
-    ``n-1`` is the target): lists of earlier positions, at most ``dd`` each, such that
-    every position but the sink feeds a later one.
-
-    Positions are visited from ``n-2`` down, each choosing a *primary* consumer among
-    the later positions with room (the shape's preference, else the nearest later one
-    with room: one always exists, since positions ``j+1..n-1`` offer ``(n-1-j) * dd``
-    places and only ``n-2-j`` primaries took some). Then the shape adds extra edges
-    where room is left. With ``dd = 1`` every shape is a chain."""
-    inputs: list[list[int]] = [[] for _ in range(n)]
-
-    def room(c: int) -> bool:
-        return len(inputs[c]) < dd
-
-    def any_later(j: int) -> int | None:
-        later = [c for c in range(j + 1, n) if room(c)]
-        return rng.pick(later) if later else None
-
-    width = max(2, math.isqrt(n))
-    for j in range(n - 2, -1, -1):
-        want: int | None
-        if shape in ("chain", "skip", "broadcast"):
-            want = j + 1
-        elif shape in ("tree", "random"):
-            want = any_later(j)
-        elif shape == "wide":
-            want = max((c for c in range(j + 1, n) if room(c)), default=None)
-        elif shape == "diamond":
-            want = j + 1 if j % 3 == 0 else min(n - 1, (j // 3 + 1) * 3)
-        elif shape == "layered":
-            layer = j // width
-            nxt = [c for c in range((layer + 1) * width, min((layer + 2) * width, n)) if room(c)]
-            want = rng.pick(nxt) if nxt else n - 1
-        elif shape == "binary":
-            want = n - 1 - (n - 2 - j) // 2
-        elif shape == "twin":
-            want = min(j + 2, n - 1)
-        else:  # pragma: no cover - the archetype table only names the shapes above
-            raise ValueError(f"unknown shape {shape!r}")
-        if want is None or not j < want < n or not room(want):
-            want = next(c for c in range(j + 1, n) if room(c))
-        inputs[want].append(j)
-
-    def extra(i: int, src: int) -> None:
-        if 0 <= src < i and room(i) and src not in inputs[i]:
-            inputs[i].append(src)
-
-    for i in range(n):
-        if shape == "diamond" and i % 3 == 2:
-            extra(i, i - 2)  # the top of a diamond feeds both sides
-        elif shape == "skip" and i >= 2:
-            while room(i) and rng.chance(0.5):
-                extra(i, rng.below(i - 1))
-        elif shape == "layered" and i >= width:
-            layer = i // width
-            for src in range((layer - 1) * width, layer * width):
-                if rng.chance(0.5):
-                    extra(i, src)
-        elif shape == "broadcast" and i >= 2:
-            extra(i, 0)
-            if rng.chance(0.5):
-                extra(i, 1)
-        elif shape == "random" and i >= 1:
-            for _ in range(dd):
-                if rng.chance(0.35):
-                    extra(i, rng.below(i))
-    for lst in inputs:
-        lst.sort()
-    return inputs
-
-
-# --- the world ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class World:
-    """A generated world (without decoys, which depend on branching): names, types,
-    the specified wiring and every name's genuine token. Shared read-only between
-    episodes."""
-
-    sc: int
-    dd: int
-    seed: int
-    archetype: int
-    variables: tuple[str, ...]
-    tools: tuple[str, ...]
-    inputs: tuple[str, ...]
-    order: tuple[str, ...]
-    writes: Mapping[str, str]
-    producer: Mapping[str, str]
-    requires: Mapping[str, tuple[str, ...]]
-    type_of: Mapping[str, str]
-    types: tuple[str, ...]
-    genuine: Mapping[str, str]
-    target: str
-    upstream: Mapping[str, tuple[str, ...]]
-
-    @property
-    def params(self) -> tuple[str, ...]:
-        return PARAM_NAMES[: self.dd]
-
-    def param_types(self, tool: str) -> tuple[str, ...]:
-        return tuple(self.type_of[u] for u in self.requires[tool])
-
-
-@lru_cache(maxsize=512)
-def build_world(sc: int, dd: int, seed: int, archetype: int) -> World:
-    """The world of ``(sc, dd, seed, archetype)``; all randomness from ``seed``."""
-    comp = components(sc, dd)
-    arch = ARCHETYPES[archetype]
-    rng = Rng(derive_seed(seed, NAME, "layout"))
-    n, m = comp.variables, comp.inputs
-    variables = tuple(f"v{i}" for i in range(1, n + 1))
-    tools = tuple(f"t{i}" for i in range(1, n + 1))
-    inputs = tuple(f"x{i}" for i in range(1, m + 1))
-    types = tuple(rng.sample(TYPE_NAMES, arch.types))
-
-    # positions -> names, shuffled so names never reveal the order
-    perm = rng.shuffled(range(n))
-    var_at = [variables[p] for p in perm]
-    tool_at = [tools[p] for p in perm]
-    dag = _dag(arch.shape, n, dd, rng)
-
-    type_of: dict[str, str] = {}
-    for u in (*inputs, *variables):
-        type_of[u] = rng.pick(types)
-    requires: dict[str, tuple[str, ...]] = {}
-    upstream: dict[str, tuple[str, ...]] = {}
-    for pos in range(n):
-        names = [var_at[p] for p in dag[pos]]
-        names += [inputs[i] for i in rng.sample(range(m), dd - len(names))]
-        requires[tool_at[pos]] = tuple(rng.shuffled(names))
-        upstream[tool_at[pos]] = tuple(tool_at[p] for p in dag[pos])
-
-    genuine: dict[str, str] = {}
-    for x in inputs:
-        genuine[x] = _avoiding(f"{derive_seed(seed, NAME, 'given', x) & 0xFFFFFFFF:08x}", genuine.values())
-    for pos in range(n):
-        t = tool_at[pos]
-        raw = token(t, [genuine[u] for u in requires[t]])
-        genuine[var_at[pos]] = _avoiding(raw, set(genuine.values()))
-
-    writes = dict(zip(tools, variables, strict=True))
-    return World(
-        sc=sc,
-        dd=dd,
-        seed=seed,
-        archetype=archetype,
-        variables=variables,
-        tools=tools,
-        inputs=inputs,
-        order=tuple(tool_at),
-        writes=writes,
-        producer={v: t for t, v in writes.items()},
-        requires=requires,
-        type_of=type_of,
-        types=types,
-        genuine=genuine,
-        target=var_at[n - 1],
-        upstream=upstream,
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Decoys:
-    """The decoy tools of one branching level: ``decoy<i>`` writes ``scratch<i>``. Their
-    ``wiring`` is unpublished (no task needs it) and only defines the scratch tokens a
-    readiness precondition names."""
-
-    tools: tuple[str, ...]
-    scratch: tuple[str, ...]
-    writes: Mapping[str, str]
-    param_types: Mapping[str, tuple[str, ...]]
-    type_of: Mapping[str, str]
-    wiring: Mapping[str, tuple[str, ...]]
-    genuine: Mapping[str, str]
-
-
-@lru_cache(maxsize=512)
-def build_decoys(sc: int, dd: int, seed: int, archetype: int, branching: int) -> Decoys:
-    """The ``branching - 1`` decoy tools of ``build_world(sc, dd, seed, archetype)``;
-    decoy ``i`` is drawn from its own seed, so each is the same at every branching level
-    and the real world never changes with it."""
-    world = build_world(sc, dd, seed, archetype)
-    pool = (*world.inputs, *world.variables)
-    real = frozenset(world.genuine.values())
-    tools, scratch = [], []
-    writes: dict[str, str] = {}
-    param_types: dict[str, tuple[str, ...]] = {}
-    type_of: dict[str, str] = {}
-    wiring: dict[str, tuple[str, ...]] = {}
-    genuine: dict[str, str] = {}
-    for i in range(1, branching):
-        rng = Rng(derive_seed(world.seed, NAME, "decoy", i))
-        d, w = f"decoy{i}", f"scratch{i}"
-        names = tuple(rng.sample(pool, world.dd))
-        tools.append(d)
-        scratch.append(w)
-        writes[d] = w
-        wiring[d] = names
-        param_types[d] = tuple(world.type_of[u] for u in names)
-        type_of[w] = rng.pick(world.types)
-        genuine[w] = _avoiding(token(d, [world.genuine[u] for u in names]), real)
-    return Decoys(tuple(tools), tuple(scratch), writes, param_types, type_of, wiring, genuine)
-
-
-# --- the solver --------------------------------------------------------------------
-
-
-@lru_cache(maxsize=512)
-def solve(sc: int, dd: int, seed: int, archetype: int) -> tuple[Action, ...]:
-    """An optimal plan for ``build_world(sc, dd, seed, archetype)`` from its reset state
-    without mutations (decoys change nothing): each tool in topological order, its
-    parameters wired as specified, then called; then ``submit(target)``."""
-    w = build_world(sc, dd, seed, archetype)
-    plan: list[Action] = []
-    for t in w.order:
-        plan += [("bind", t, a, u) for a, u in zip(w.params, w.requires[t], strict=True)]
-        plan.append(("call", t))
-    plan.append(("submit", w.target))
-    assert len(plan) == optimal_length(sc, dd)
-    return tuple(plan)
-
 
 # --- the environment ---------------------------------------------------------------
 
@@ -557,16 +241,18 @@ class ToolDAG(EnvironmentBase[World]):
     error_labels: ClassVar[tuple[str, ...]] = ERROR_LABELS
     #: the entity kinds ``sc`` counts (given inputs are constants; decoys come from branching)
     sc_kinds: ClassVar[tuple[str, ...]] = ("variable",)
+    predicates: ClassVar[Mapping[str, tuple[str, ...]]] = PREDICATES
+    task_predicates: ClassVar[frozenset[str]] = TASK_PREDICATES
+    clashes: ClassVar[Mapping[str, str]] = _CLASH
+    win_message: ClassVar[str] = "result accepted"
 
     # -- reset ---------------------------------------------------------------------
 
-    def reset(self, seed: int, archetype: int = 0) -> tuple[Observation, Task]:
-        self._check_reset(seed, archetype)
+    def _build(self, seed: int, archetype: int) -> int:
         spec = self.spec
         w = build_world(spec.sc, spec.dd, seed, archetype)
         dec = build_decoys(spec.sc, spec.dd, seed, archetype, spec.branching)
         self._world, self._decoys = w, dec
-        self._seed, self._archetype = seed, archetype
         self._target = w.target
         self._inputs = frozenset(w.inputs)
         self._computed = (*w.variables, *dec.scratch)
@@ -576,16 +262,16 @@ class ToolDAG(EnvironmentBase[World]):
         self._clean = frozenset(self._genuine.values())
         self._writes: dict[str, str] = {**w.writes, **dec.writes}
         self._all_tools = (*w.tools, *dec.tools)
-        self._kind: dict[str, str] = {}
-        for names, kind in (
-            (w.variables, "variable"),
-            (w.inputs, "input"),
-            (w.tools, "tool"),
-            (dec.tools, "decoy"),
-            (dec.scratch, "scratch"),
-        ):
-            for u in names:
-                self._kind[u] = kind
+        self._kind = entity_kinds(
+            (
+                (w.variables, "variable"),
+                (w.inputs, "input"),
+                (w.tools, "tool"),
+                (dec.tools, "decoy"),
+                (dec.scratch, "scratch"),
+            ),
+            agent=False,
+        )
         # per tool: its parameters with their types, and the tokens of its genuine wiring
         self._signature: dict[str, tuple[tuple[str, str], ...]] = {}
         self._ptype: dict[tuple[str, str], str] = {}
@@ -603,10 +289,6 @@ class ToolDAG(EnvironmentBase[World]):
         self._token_cache: dict[tuple[str, tuple[str, ...]], str] = {}
         self._plan = solve(spec.sc, spec.dd, seed, archetype)
         self._task = self._make_task()
-        self._partial = spec.observation == "partial"
-        self._rate = spec.mutation_rate
-        self._mut_rng = Rng(derive_seed(seed, NAME, "mutation"))
-        self._obs_rng = Rng(derive_seed(seed, NAME, "observation"))
         self._static_valid: list[Action] | None = None  # built on first use: large worlds have many
         self._lie_slots: tuple[Slot, ...] = (
             *(("var", u) for u in (*w.inputs, *w.variables)),
@@ -617,13 +299,7 @@ class ToolDAG(EnvironmentBase[World]):
         self._bound: dict[tuple[str, str], str | None] = dict.fromkeys(self._params)
         self._won = False
         self._store = FactStore(self._initial_facts())
-        self._initial_size = len(self._store)
-        self._phantoms = self._make_phantoms() if spec.observation == "distractor" else ()
-        self._t = 0
-        self._over = False
-        self._known: dict[Slot, Fact] = {}
-        self._changed: set[Slot] = set()
-        return self._observe("start", None), self._task
+        return len(self._store)
 
     def _initial_facts(self) -> list[Fact]:
         facts: list[Fact] = [("type", u, ty) for u, ty in self._type_of.items()]
@@ -656,7 +332,7 @@ class ToolDAG(EnvironmentBase[World]):
     # -- the task ------------------------------------------------------------------
 
     def _make_task(self) -> Task:
-        w, dec, spec = self._w, self._decoys, self.spec
+        w, dec = self._w, self._decoys
         facts: list[Fact] = [("target", w.target)]
         subgoals: list[Subgoal] = []
         position = {t: i for i, t in enumerate(w.order)}
@@ -683,18 +359,12 @@ class ToolDAG(EnvironmentBase[World]):
             "scratch": dec.scratch,
         }
         comp = components(w.sc, w.dd)
-        return Task(
-            env=NAME,
-            spec=spec,
-            seed=self._seed,
-            archetype=self._archetype,
+        return self._task_of(
             text=self._task_text(),
-            facts=tuple(sorted(facts)),
+            facts=facts,
             goal=(("submitted", w.target),),
-            subgoals=tuple(subgoals),
+            subgoals=subgoals,
             entities=entities,
-            optimal_length=len(self._plan),
-            horizon=spec.horizon,
             extra={
                 "variables": comp.variables,
                 "tools": comp.tools,
@@ -790,59 +460,13 @@ class ToolDAG(EnvironmentBase[World]):
                 pre.append(("value", u, genuine[u] if tok is None else tok))
         return tuple(pre)
 
-    def preconditions(self, action: Action) -> frozenset[Fact] | None:
-        pre = self._pre(action)
-        return None if pre is None else frozenset(pre)
-
-    def _label(self, action: Action, unmet: Sequence[Fact]) -> str:
+    def _label(self, action: Action, unmet: tuple[Fact, ...]) -> str:
         verb = action[0]
         if verb == "call":
             return "missing_argument" if any(f[0] == "bound" for f in unmet) else "skipped_dependency"
         if verb == "bind" and action[3] in self._val:
             return "missing_argument"
         return "fabricated_result"  # submit, or a bind of a name that is no value of this world
-
-    # -- step ----------------------------------------------------------------------
-
-    def step(self, action: Action) -> StepResult:
-        if self._world is None:
-            raise RuntimeError("call reset() first")
-        if self._over:
-            raise RuntimeError("the episode is over; call reset()")
-        self._changed = set()
-        pre = self._pre(action)
-        if pre is None:
-            valid, error, unmet = False, "unknown_action", ()
-        else:
-            store = self._store
-            unmet = tuple(f for f in pre if f not in store)
-            if unmet:
-                valid, error = False, self._label(action, unmet)
-            else:
-                valid, error = True, None
-                self._apply(action)
-        self._t += 1
-        events: tuple[str, ...] = ()
-        if self._rate and not self._won and self._t < self.spec.horizon:
-            if self._mut_rng.random() < self._rate:
-                events = self._mutate()
-        self._over = self._won or self._t >= self.spec.horizon
-        text = format_action(action) if pre is not None else "(not an action of this world)"
-        message = f"{text}: ok" if valid else f"{text}: failed ({error})"
-        if self._won:
-            message += "; result accepted"
-        elif self._over:
-            message += "; out of steps"
-        return StepResult(
-            observation=self._observe(message, action if pre is not None else None),
-            gold=self._store.canonical(),
-            valid=valid,
-            error=error,
-            done=self._over,
-            success=self._won,
-            unmet=tuple(sorted(unmet)),
-            events=events,
-        )
 
     def _set_value(self, u: str, tok: str | None) -> None:
         old = self._var_fact(u)
@@ -906,30 +530,6 @@ class ToolDAG(EnvironmentBase[World]):
 
     # -- observation ---------------------------------------------------------------
 
-    def _observe(self, message: str, action: Action | None) -> Observation:
-        mode = self.spec.observation
-        gold = self._store.canonical()
-        task = self._task.facts
-        if mode == "clean":
-            return Observation(self._t, gold, task, message)
-        if mode == "partial":
-            if self._t == 0:
-                for f in gold:
-                    self._known[cast(Slot, self._slot_of(f))] = f
-                return Observation(0, gold, task, message)
-            return Observation(self._t, self._look(action), task, message)
-        if mode == "distractor":
-            extra = self._obs_rng.pick(self._phantoms)
-            shown = list(gold)
-            for f in extra:  # a few insertions into a sorted list beat a sort of the whole
-                insort(shown, f)
-            return Observation(self._t, tuple(shown), task, message, extra)
-        if self._t > 0 and self._obs_rng.random() < CONFLICT_RATE:
-            lie = self._conflict_fact()
-            if lie is not None:
-                return Observation(self._t, tuple(sorted((*gold, lie))), task, message, (lie,))
-        return Observation(self._t, gold, task, message)
-
     def _tool_slots(self, t: str) -> list[Slot]:
         out: list[Slot] = []
         for a, _ in self._signature[t]:
@@ -966,14 +566,10 @@ class ToolDAG(EnvironmentBase[World]):
     def _look(self, action: Action | None) -> Canonical:
         """Partial mode: the touched slots and the target's status, recorded as the
         agent's latest view of each."""
-        known = self._known
-        out = set()
+        out: list[Fact] = []
         slots: list[Slot] = [*self._touched(action), ("status", self._target)]
-        for slot in slots:
-            f = self._fact_of(slot)
-            known[slot] = f
-            out.add(f)
-        return tuple(sorted(out))
+        self._see(((slot, self._fact_of(slot)) for slot in slots), out)
+        return tuple(sorted(set(out)))
 
     def _fake_token(self, avoid: str | None) -> str:
         tok = f"{int(self._obs_rng.random() * 2**32):08x}"
@@ -1002,16 +598,13 @@ class ToolDAG(EnvironmentBase[World]):
             return ("unbound", t, a)
         return ("bound", t, a, rng.pick(others))
 
-    def _make_phantoms(self) -> tuple[Canonical, ...]:
-        """A persistent namespace of names that do not exist (numbered past the real
-        ones), and :data:`PHANTOM_VIEWS` subsets of it of ``max(1, len(gold) // 10)``
-        facts: a distractor observation shows one of them."""
+    def _phantom_facts(self, rng: Rng) -> list[Fact]:
+        """A persistent namespace of variables, inputs and tools that do not exist."""
         w = self._w
-        rng = Rng(derive_seed(self._seed, NAME, "phantoms"))
         n, m = len(w.variables), len(w.inputs)
-        variables = [f"v{n + i}" for i in range(1, max(2, n // 2) + 1)]
-        inputs = [f"x{m + i}" for i in range(1, max(1, m // 3) + 1)]
-        tools = [f"t{n + i}" for i in range(1, max(1, n // 3) + 1)]
+        variables = phantom_names("v", n, max(2, n // 2))
+        inputs = phantom_names("x", m, max(1, m // 3))
+        tools = phantom_names("t", n, max(1, n // 3))
         type_of = {u: rng.pick(w.types) for u in (*inputs, *variables)}
         facts: list[Fact] = [("type", u, ty) for u, ty in type_of.items()]
         for u in inputs:
@@ -1024,19 +617,9 @@ class ToolDAG(EnvironmentBase[World]):
         for t in tools:
             for a in w.params:
                 facts.append(("bound", t, a, rng.pick(names)) if rng.chance(0.5) else ("unbound", t, a))
-        k = min(len(facts), max(1, self._initial_size // 10))
-        return tuple(tuple(sorted(rng.sample(facts, k))) for _ in range(PHANTOM_VIEWS))
+        return facts
 
     # -- queries -------------------------------------------------------------------
-
-    def gold_state(self) -> Canonical:
-        return self._store.canonical()
-
-    def observable_gold(self) -> frozenset[Fact]:
-        if not self._partial:
-            return self._store.frozen()
-        known = self._known
-        return frozenset(f for f in self._store.canonical() if known.get(cast(Slot, self._slot_of(f))) == f)
 
     def slot(self, fact: Fact) -> Hashable | None:
         return self._slot_of(fact)
@@ -1094,91 +677,37 @@ class ToolDAG(EnvironmentBase[World]):
             return arg == self._target
         return True  # token
 
-    def invariant_violations(self, facts: Iterable[Fact]) -> list[str]:
-        """Malformed facts (unknown predicate, wrong arity, a name that is no variable,
-        input or tool of the right kind, a parameter the tool lacks, an empty given
-        input, a status of a non-target) and facts no run can produce (a type other than
-        the declared one, a wire between different types), plus clashes (two facts of
-        one slot: a variable with two values, a parameter wired twice...). Copies of the
-        task specification's facts are not world state and are ignored."""
-        problems: list[str] = []
-        by_slot: dict[Slot, list[Fact]] = {}
-        why = {
-            "name": "no variable or input of this world",
-            "computed": "no computed variable (given inputs are never empty)",
-            "tool": "no tool of this world",
-            "param": "no parameter name",
-            "type": "no type",
-            "target": "not the target",
-        }
-        for f in sorted(self.normalize(facts), key=repr):
-            if not isinstance(f, tuple) or not f or not all(isinstance(a, str) for a in f):
-                problems.append(f"{f!r} is not a tuple of strings")
-                continue
-            if f[0] in TASK_PREDICATES:
-                continue
-            sig = PREDICATES.get(f[0])
-            if sig is None:
-                problems.append(f"{format_fact(f)}: unknown predicate {f[0]!r}")
-                continue
-            if len(f) != len(sig) + 1:
-                problems.append(f"{format_fact(f)}: {f[0]} takes {len(sig)} argument(s)")
-                continue
-            bad = [
-                f"{arg} is {why[kind]}"
-                for kind, arg in zip(sig, f[1:], strict=True)
-                if not self._arg_kind_ok(kind, arg)
-            ]
-            if not bad and f[0] in ("bound", "unbound") and (f[1], f[2]) not in self._ptype:
-                bad.append(f"{f[1]} has no parameter {f[2]}")
-            if not bad and f[0] == "type" and self._type_of[f[1]] != f[2]:
-                bad.append(f"{f[1]} is declared a {self._type_of[f[1]]}")
-            if not bad and f[0] == "bound" and self._type_of[f[3]] != self._ptype[(f[1], f[2])]:
-                bad.append(
-                    f"{f[3]} is a {self._type_of[f[3]]}, {f[1]}.{f[2]} takes a {self._ptype[(f[1], f[2])]}"
-                )
-            if bad:
-                problems += [f"{format_fact(f)}: {b}" for b in bad]
-                continue
-            slot = self._slot_of(f)
-            if slot is not None:
-                by_slot.setdefault(slot, []).append(f)
-        for slot, fs in by_slot.items():
-            if len(fs) > 1:
-                listed = " and ".join(format_fact(f) for f in sorted(fs))
-                problems.append(f"{'.'.join(slot[1:])} {_CLASH[slot[0]]}: {listed}")
-        return sorted(problems)
+    def _arg_problems(self, fact: Fact, sig: tuple[str, ...]) -> list[str]:
+        """A name that is no variable, input or tool of the right kind, a parameter the
+        tool lacks, an empty given input, a status of a non-target; and facts no run can
+        produce (a type other than the declared one, a wire between different types)."""
+        f = fact
+        bad = [
+            f"{arg} is {_WHY[kind]}"
+            for kind, arg in zip(sig, f[1:], strict=True)
+            if not self._arg_kind_ok(kind, arg)
+        ]
+        if not bad and f[0] in ("bound", "unbound") and (f[1], f[2]) not in self._ptype:
+            bad.append(f"{f[1]} has no parameter {f[2]}")
+        if not bad and f[0] == "type" and self._type_of[f[1]] != f[2]:
+            bad.append(f"{f[1]} is declared a {self._type_of[f[1]]}")
+        if not bad and f[0] == "bound" and self._type_of[f[3]] != self._ptype[(f[1], f[2])]:
+            bad.append(
+                f"{f[3]} is a {self._type_of[f[3]]}, {f[1]}.{f[2]} takes a {self._ptype[(f[1], f[2])]}"
+            )
+        return [f"{format_fact(f)}: {b}" for b in bad]
 
     # -- snapshots -----------------------------------------------------------------
 
-    def snapshot(self) -> Any:
-        return (
-            self._store.frozen(),
-            dict(self._val),
-            dict(self._bound),
-            self._won,
-            self._t,
-            self._mut_rng.getstate(),
-            self._obs_rng.getstate(),
-            dict(self._known),
-            (self._world, self._decoys, self._seed, self._archetype),
-        )
+    def _state_snapshot(self) -> Any:
+        return (self._store.frozen(), dict(self._val), dict(self._bound), self._won)
 
-    def restore(self, snapshot: Any) -> None:
-        facts, val, bound, won, t, mut, obs, known, episode = snapshot
-        same = self._world is not None and episode[0] is self._world and episode[1] is self._decoys
-        if not same or episode[2:] != (self._seed, self._archetype):
-            raise ValueError("snapshot: taken in another episode")
+    def _restore_state(self, state: Any) -> None:
+        facts, val, bound, won = state
         self._store = FactStore(facts)
         self._val = dict(val)
         self._bound = dict(bound)
         self._won = won
-        self._t = t
-        self._over = won or t >= self.spec.horizon
-        self._mut_rng.setstate(mut)
-        self._obs_rng.setstate(obs)
-        self._known = dict(known)
-        self._changed = set()
 
 
 __all__: Sequence[str] = [
