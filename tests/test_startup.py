@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from horizonbench.cli import prefect_server as ps
+from horizonbench.core import timings
 
 PYTHON = sys.executable
 
@@ -221,12 +222,12 @@ def test_sequential_start_up_skips_the_warm_up(fake_server, monkeypatch) -> None
 
 
 def test_timings_are_written_only_when_asked(tmp_path, monkeypatch) -> None:
-    monkeypatch.delenv(ps.TIMINGS_ENV, raising=False)
-    ps.mark("nothing")
+    monkeypatch.delenv(timings.TIMINGS_ENV, raising=False)
+    timings.mark("nothing")
     path = tmp_path / "t.jsonl"
-    monkeypatch.setenv(ps.TIMINGS_ENV, str(path))
-    ps.mark("one")
-    ps.mark("two")
+    monkeypatch.setenv(timings.TIMINGS_ENV, str(path))
+    timings.mark("one")
+    timings.mark("two")
     events = [json.loads(line)["event"] for line in path.read_text().splitlines()]
     assert events == ["one", "two"]
 
@@ -303,7 +304,7 @@ def test_the_install_makes_the_template_once_and_leaves_the_users_home_alone(tmp
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env.update(PREFECT_HOME=str(home), XDG_CACHE_HOME=str(tmp_path / "cache"))
-    env[ps.TIMINGS_ENV] = str(tmp_path / "t.jsonl")
+    env[timings.TIMINGS_ENV] = str(tmp_path / "t.jsonl")
 
     def install() -> list[str]:
         (tmp_path / "t.jsonl").unlink(missing_ok=True)

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from horizonbench.analysis.hazard import expected_first_step, hazard_trend
-from horizonbench.analysis.summary import NO_VIOLATION, _category, _empty, _float
+from horizonbench.analysis.summary import NO_VIOLATION, _categorizer, _empty, _float
 
 #: one row per (model, bin), 11 bins a model: ``[bin_low, bin_high)`` for the ten equal
 #: bins of [0, 1), then the complete plans (``bin_low == bin_high == 1.0``)
@@ -444,7 +444,8 @@ def violations_by_length(scores: pd.DataFrame, bin_width: int = 1) -> pd.DataFra
     v = keys % n_v
     # model, L, then most frequent first, then violation name (codes follow names)
     order = np.lexsort((v, -counts, cell))
-    categories = np.array([_category(x) for x in vlabels], dtype=object)
+    category = _categorizer()
+    categories = np.array([category(x) for x in vlabels], dtype=object)
     out = pd.DataFrame(
         {
             "model": rows.labels[cell // n_l],

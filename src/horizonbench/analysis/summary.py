@@ -8,6 +8,7 @@ Parquet with an explicit Arrow schema without surprises from type inference.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from horizonbench.analysis.decay import (
     fit_binomial_mle,
     fit_wls_log,
 )
-from horizonbench.datasets.maze.categories import CATEGORIES, category_of
+from horizonbench.core.registry import violation_categories
 
 #: violation label used for successful attempts (their ``violation`` is null)
 NO_VIOLATION = "none"
@@ -265,10 +266,12 @@ def fit_all(
     return _finish(out, FIT_COLUMNS, ints=("n_bins_used", "n_bins_dropped", "n_attempts"))
 
 
-def _category(violation: str) -> str | None:
-    """seqBench's failure category of a maze violation (``datasets/maze/categories.py``);
-    'none' for a success, None for another family's violation."""
-    return NO_VIOLATION if violation == NO_VIOLATION else category_of(violation)
+def _categorizer() -> Callable[[str | None], str | None]:
+    """violation -> the failure category a family declares for it (seqBench's, for the
+    maze: ``datasets/maze/categories.py``), read once from the family registry; 'none'
+    for a success, None for a violation no family places."""
+    _, of = violation_categories()
+    return lambda violation: NO_VIOLATION if violation == NO_VIOLATION else of.get(violation or "")
 
 
 def violation_counts(scores: pd.DataFrame) -> pd.DataFrame:
@@ -285,24 +288,25 @@ def violation_counts(scores: pd.DataFrame) -> pd.DataFrame:
     out["share"] = out["count"] / out.groupby("model")["count"].transform("sum")
     out = out.sort_values(["model", "count", "violation"], ascending=[True, False, True])
     out["violation"] = out["violation"].astype(object)
-    out["category"] = out["violation"].map(_category).astype(object)
+    out["category"] = out["violation"].map(_categorizer()).astype(object)
     return _finish(out, VIOLATION_COLUMNS, ints=("count",))
 
 
 def violation_category_counts(scores: pd.DataFrame) -> pd.DataFrame:
     """Attempts per model in each of seqBench's failure categories (each attempt in the
     category of its first violation; 'none' for successes), in the order of
-    ``categories.CATEGORIES``. Attempts whose violation has no maze category (another
-    family's) are left out, so shares are of the categorised attempts."""
+    ``categories.CATEGORIES`` (as the families declare them:
+    ``core.registry.violation_categories``). Attempts whose violation no family places
+    are left out, so shares are of the categorised attempts."""
     df = _prepare(scores)
-    df["category"] = df["violation"].fillna(NO_VIOLATION).map(_category)
+    df["category"] = df["violation"].fillna(NO_VIOLATION).map(_categorizer())
     df = df[df["category"].notna()]
     if df.empty:
         return _empty(CATEGORY_COLUMNS, {"model": "object", "category": "object", "count": "int64"})
     out = df.groupby(["model", "category"]).size().rename("count").reset_index()
     out["share"] = out["count"] / out.groupby("model")["count"].transform("sum")
-    order = {c: i for i, c in enumerate((*CATEGORIES, NO_VIOLATION))}
-    out = out.assign(_order=out["category"].map(order)).sort_values(["model", "_order"], kind="mergesort")
+    rank = {c: i for i, c in enumerate((*violation_categories()[0], NO_VIOLATION))}
+    out = out.assign(_order=out["category"].map(rank)).sort_values(["model", "_order"], kind="mergesort")
     out["category"] = out["category"].astype(object)
     return _finish(out, CATEGORY_COLUMNS, ints=("count",))
 

@@ -258,7 +258,7 @@ def _check_api_keys(cfg: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from horizonbench.cli.prefect_server import mark
+    from horizonbench.core.timings import mark
 
     mark("cli start")
     args = _parser().parse_args(argv)
@@ -416,7 +416,8 @@ def _exit_now(code: int) -> None:
     HORIZONBENCH_SEQUENTIAL_STARTUP=1 (the baseline of benchmarks/overhead.py)."""
     import atexit
 
-    from horizonbench.cli.prefect_server import mark, sequential
+    from horizonbench.cli.prefect_server import sequential
+    from horizonbench.core.timings import mark
 
     if sequential():
         return
@@ -557,7 +558,7 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     imported in a thread while its worker processes start: its start-up is a small
     part of its time, and the side process would add about 200 MiB to the memory of the
     process tree (measured), which a run of a million instances keeps under 1.5 GB."""
-    from horizonbench.cli.prefect_server import mark
+    from horizonbench.core.timings import mark
     from horizonbench.tasks.cluster.client import small_run
 
     dry = getattr(args, "dry_run", False)
@@ -604,8 +605,9 @@ def _import_gx() -> None:
 
 
 def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
-    from horizonbench.cli.prefect_server import mark, prefect_api
+    from horizonbench.cli.prefect_server import prefect_api
     from horizonbench.core.errors import ConfigError, HorizonbenchError
+    from horizonbench.core.timings import mark
 
     mark("cli ready")
     try:
@@ -633,7 +635,7 @@ def _execute(args: argparse.Namespace, cfg: Any, out: Path) -> int:
 
 
 def _flows(args: argparse.Namespace, cfg: Any, out: Path) -> int:
-    from horizonbench.cli.prefect_server import mark
+    from horizonbench.core.timings import mark
     from horizonbench.flows.pipeline import generate_flow, pipeline
 
     mark("pipeline imported")

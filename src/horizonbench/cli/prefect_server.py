@@ -55,8 +55,9 @@ from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+from horizonbench.core.timings import TIMINGS_ENV, mark
+
 SEQUENTIAL_ENV = "HORIZONBENCH_SEQUENTIAL_STARTUP"
-TIMINGS_ENV = "HORIZONBENCH_TIMINGS"
 #: how long a stopping server may take to exit after SIGTERM before it is killed
 STOP_TIMEOUT_S = 5.0
 #: how long the queued logs and events may take to reach the server on the way out
@@ -66,14 +67,6 @@ DRAIN_TIMEOUT_S = 5.0
 BLOCKS_MARK = "horizonbench-blocks.json"
 #: Prefect's own switches of the registration: a user's setting of either is kept
 _BLOCK_SETTINGS = ("PREFECT_API_BLOCKS_REGISTER_ON_START", "PREFECT_MEMOIZE_BLOCK_AUTO_REGISTRATION")
-
-
-def mark(event: str) -> None:
-    """Record a start-up/shut-down step when HORIZONBENCH_TIMINGS names a file."""
-    path = os.environ.get(TIMINGS_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps({"event": event, "t": time.time(), "pid": os.getpid()}) + "\n")
 
 
 def sequential() -> bool:

@@ -132,3 +132,25 @@ def get_family(name: str) -> Family:
             raise KeyError(f"unknown family {name!r} (known: {known})")
         _FAMILIES[name] = factory
     return factory()
+
+
+def violation_categories() -> tuple[tuple[str, ...], dict[str, str]]:
+    """The failure categories the registered families declare, for generic analysis
+    that must not know which family has them: every category in report order, and
+    violation type -> category.
+
+    A family declares them with two optional class attributes, ``categories`` (their
+    order) and ``violation_categories`` (violation type -> category); a family without
+    them has none. Families are read in name order; a violation type two families
+    place differently keeps the first family's category. The lookup is by violation
+    type alone, so another family's violation of the same name (``invalid_output``)
+    falls in the same category.
+    """
+    order: list[str] = []
+    of: dict[str, str] = {}
+    for name in family_names():
+        family = get_family(name)
+        order += [c for c in getattr(family, "categories", ()) if c not in order]
+        for violation, category in getattr(family, "violation_categories", {}).items():
+            of.setdefault(violation, category)
+    return tuple(order), of

@@ -3,7 +3,6 @@ analyse -> report, each stage a Prefect task, the run folder the only shared sta
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from pathlib import Path
@@ -35,10 +34,11 @@ from horizonbench.tasks.evaluate.world_models import (
 )
 from horizonbench.tasks.generate.instances import generate_instances
 from horizonbench.tasks.report.page import REPORT_REL, build_report
+from horizonbench.tasks.report.run_info import report_counts, report_run_info
 from horizonbench.tasks.run_folder import state as run_folder
 from horizonbench.tasks.run_folder.layout import instances_rel
 from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha, versions, write_manifest
-from horizonbench.tasks.run_folder.spend import budget_counts, budget_problem, spend_lines
+from horizonbench.tasks.run_folder.spend import budget_counts, budget_problem
 from horizonbench.tasks.run_folder.storage import STAGING, promote, rows_to_table, staged, write_table
 from horizonbench.tasks.score.stage import SCORES_REL, score_attempts
 from horizonbench.tasks.validate.stage import validate_table
@@ -302,7 +302,7 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     report = None
     title = f"horizonbench: {cfg.run.name}"
     if analysed or counts.get("worlds", {}).get("episodes"):
-        report = build_report(str(run), title, run_info, _report_counts(counts))
+        report = build_report(str(run), title, run_info, report_counts(counts))
         run_folder.current(run, "report")
     write_manifest(run, _base_manifest(cfg, started, provenance) | {"counts": counts})
     shutil.rmtree(run / STAGING, ignore_errors=True)
@@ -326,31 +326,6 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     if problems:
         return Failed(message="; ".join(problems))
     return str(run / REPORT_REL) if report else str(run)
-
-
-def report_run_info(cfg: Config, provenance: dict[str, Any]) -> dict[str, Any]:
-    """The report's run information block (also rebuilt by ``horizonbench report``)."""
-    info: dict[str, Any] = {
-        "run": cfg.run.name,
-        "seed": cfg.run.seed,
-        "git_sha": provenance.get("git_sha"),
-        "families": ", ".join(cfg.families) or "none",
-        "models": ", ".join(m.name for m in cfg.evaluation.models) or "none",
-        "samples per instance": cfg.evaluation.samples,
-        "true L0 of noisy baselines": ", ".join(
-            f"{m.name}: {1 / -math.log1p(-m.eps):.1f}"
-            for m in cfg.evaluation.models
-            if m.kind == "noisy" and m.eps
-        )
-        or "none",
-        "versions": provenance.get("versions") or {},
-    }
-    if cfg.worlds is not None:
-        info["world agents"] = ", ".join(a.name for a in cfg.worlds.agents)
-        info["world environments"] = ", ".join(cfg.worlds.environments)
-    # the whole config as run (sweeps expanded); names of key variables, never keys
-    info["config"] = cfg.model_dump(mode="json", exclude_defaults=True)
-    return info
 
 
 def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
@@ -396,59 +371,6 @@ def _refused(counts: dict[str, Any]) -> list[str]:
     """The caps that refused a call in this run, in the evaluation or the world study."""
     evaluation = (counts.get("attempts") or {}).get("total") or {}
     return [*evaluation.get("budget_refused", []), *(counts.get("worlds") or {}).get("budget_refused", [])]
-
-
-def _report_counts(counts: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if counts.get("budget"):
-        out.update(spend_lines(counts["budget"]))
-    w = counts.get("worlds")
-    if w:
-        out["world episodes"] = (
-            f"{w['episodes']} ({len(w['agents'])} agents x {w['worlds']} worlds), {w['steps']} steps"
-        )
-        out["world episodes won"] = w["successes"]
-        out["world episodes with T < L* (left out of rates)"] = w["horizon_short"] or "none"
-        for name, c in w.get("models", {}).items():
-            out[f"{name}: world episodes"] = (
-                f"{c['finished']} of {c['episodes']} finished, {c['successes']} won, "
-                f"{c['budget_exceeded']} budget_exceeded"
-            )
-            out[f"{name}: harness calls"] = (
-                f"{c['calls']} ({c['reused']} reused), {c['repairs']} repairs, {c['fallbacks']} fallbacks"
-                + (
-                    f" ({', '.join(f'{k} {v}' for k, v in c['fallbacks_by_role'].items())})"
-                    if c["fallbacks"]
-                    else ""
-                )
-            )
-            out[f"{name}: tokens in / out"] = f"{c['input_tokens']} / {c['output_tokens']}"
-            out[f"{name}: cost (USD)"] = f"{c['cost_usd']:.4f} (this run {c['cost_usd_this_run']:.4f})"
-            if c["unfinished"]:
-                out[f"{name}: unfinished episodes (resumed by the next run)"] = c["unfinished"]
-            if c["stopped"]:
-                out[f"{name}: stopped"] = c["stopped"]
-    for g in counts.get("generation", []):
-        fam = g["family"]
-        out[f"{fam}: instances"] = g["kept"]
-        out[f"{fam}: candidates generated"] = g["candidates_considered"]
-        out[f"{fam}: candidates certified"] = g["candidates_certified"]
-        out[f"{fam}: rejected"] = g["rejections"] or "none"
-        out[f"{fam}: bins short of quota"] = g["unfilled_bins"] or "none"
-    for model, c in counts.get("attempts", {}).get("models", {}).items():
-        out[f"{model}: attempts"] = f"{c['attempts']} ({c['answered']} answered, {c['reused']} reused)"
-        failed = ", ".join(f"{k} {v}" for k, v in c["failed_by_class"].items())
-        out[f"{model}: attempts without an answer"] = f"{c['failed']} ({failed})" if c["failed"] else "none"
-        out[f"{model}: tokens in / out"] = f"{c['input_tokens']} / {c['output_tokens']}"
-        price = c["price"]
-        out[f"{model}: cost (USD)"] = (
-            f"{c['cost_usd']:.4f} (this run {c['cost_usd_this_run']:.4f}; price {price['source']})"
-        )
-        if c["served_models"]:
-            out[f"{model}: served by"] = ", ".join(c["served_models"])
-        if c["stopped"]:
-            out[f"{model}: stopped"] = c["stopped"]
-    return out
 
 
 def silent_models(evaluation: dict[str, Any]) -> list[str]:

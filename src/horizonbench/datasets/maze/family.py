@@ -14,6 +14,7 @@ from horizonbench.core.answer_styles import PlanPieces
 from horizonbench.core.hazard import PlantedTruth
 from horizonbench.core.types import Candidate, Message, ParsedAnswer, Score, Step
 from horizonbench.datasets.maze import baselines, prompt
+from horizonbench.datasets.maze.categories import CATEGORIES, CATEGORY_OF
 from horizonbench.datasets.maze.certificate import gold_violation, solve, world_of_listing
 from horizonbench.datasets.maze.generator import generate_maze
 from horizonbench.datasets.maze.rules import ACTIONS, VIOLATIONS
@@ -114,6 +115,11 @@ class MazeFamily:
     prompt_model: ClassVar[type[BaseModel]] = MazePrompt
     instance_schema: ClassVar[pa.Schema] = MAZE_SCHEMA
     violations: ClassVar[tuple[str, ...]] = VIOLATIONS
+    #: seqBench's failure categories (``categories.py``), in report order, and the one
+    #: each violation type belongs to: the generic analysis reads them through the
+    #: registry (``core.registry.violation_categories``)
+    categories: ClassVar[tuple[str, ...]] = CATEGORIES
+    violation_categories: ClassVar[Mapping[str, str]] = CATEGORY_OF
     #: the columns ``score`` and ``answer_scorer`` read (the score stage ships no others)
     score_columns: ClassVar[tuple[str, ...]] = ("instance_id", "facts", "solution", "optimal_plan_count")
     #: candidates are freed by reference counting alone (no cycles), so a shard may run

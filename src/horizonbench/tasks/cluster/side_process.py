@@ -212,7 +212,7 @@ def side_process() -> Iterator[SideProcess | None]:
     if proc is None:
         yield None
         return
-    from horizonbench.cli.prefect_server import mark
+    from horizonbench.core.timings import mark
 
     mark("side process forked")
     _ACTIVE["process"] = proc
@@ -255,7 +255,7 @@ def serve(read_fd: int, write_fd: int) -> None:
     import great_expectations  # noqa: F401 - its first use is the flow's first validation
 
     import horizonbench.tasks.validate.checks  # noqa: F401
-    from horizonbench.cli.prefect_server import mark
+    from horizonbench.core.timings import mark
 
     mark("gx imported")
     recv, send = Connection(read_fd, writable=False), Connection(write_fd, readable=False)

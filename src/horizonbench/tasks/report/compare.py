@@ -30,6 +30,7 @@ from horizonbench.analysis import compare as cmp
 from horizonbench.core.errors import ConfigError
 from horizonbench.schemas.config import Config, parse_config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, WORLD_ANALYSIS_SCHEMAS
+from horizonbench.tasks.report.run_info import report_counts, report_run_info
 from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL
 from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha
 from horizonbench.tasks.run_folder.storage import sha256_file, write_json, write_table, write_text
@@ -229,8 +230,6 @@ def _in_order(models: dict[str, Any], names: Sequence[str]) -> dict[str, Any]:
 def report_inputs(run: RunFolder) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """The report's title, run information and counts, as the pipeline gave them,
     from the manifest: the config, provenance and counts of the run."""
-    from horizonbench.flows.pipeline import _report_counts, report_run_info
-
     cfg, manifest = run.cfg, run.manifest
     info = report_run_info(cfg, manifest)
     counts = json.loads(json.dumps(_counts(run)))
@@ -240,7 +239,7 @@ def report_inputs(run: RunFolder) -> tuple[str, dict[str, Any], dict[str, Any]]:
     worlds = counts.get("worlds")
     if cfg.worlds is not None and isinstance(worlds, dict) and isinstance(worlds.get("models"), dict):
         worlds["models"] = _in_order(worlds["models"], [a.name for a in cfg.worlds.agents])
-    return f"horizonbench: {cfg.run.name}", info, _report_counts(counts)
+    return f"horizonbench: {cfg.run.name}", info, report_counts(counts)
 
 
 def report_parts(run: RunFolder) -> list[str]:
