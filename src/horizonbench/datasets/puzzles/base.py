@@ -184,7 +184,7 @@ def bfs_path(
                 continue
             parent[t] = (s, move)
             if t == goal:
-                return _walk_back(parent, t, nodes)
+                return walk_back(parent, t, nodes)
             queue.append(t)
     return Unsolved("unsolvable", nodes)
 
@@ -197,7 +197,9 @@ def bfs_distance(start: State, goal: State, successors: Any, node_limit: int = 2
     return found.length if isinstance(found, Certificate) else None
 
 
-def _walk_back(parent: Mapping[State, tuple[State, Move] | None], end: State, nodes: int) -> Certificate:
+def walk_back(parent: Mapping[State, tuple[State, Move] | None], end: State, nodes: int) -> Certificate:
+    """The trajectory to ``end`` read back through a search's ``parent`` links (the
+    start's link is None); searches that key states by another value convert after."""
     states = [end]
     moves: list[Move] = []
     link = parent[end]
@@ -207,6 +209,15 @@ def _walk_back(parent: Mapping[State, tuple[State, Move] | None], end: State, no
         moves.append(move)
         link = parent[prev]
     return Certificate(tuple(reversed(states)), tuple(reversed(moves)), nodes)
+
+
+def pick_by_kind(kinds: Iterable[Sequence[Any]], rng: np.random.Generator) -> Any:
+    """One mistake for a noisy baseline: a kind drawn uniformly among those with any
+    candidate, then a candidate within it, so a kind with few candidates (a rare slip)
+    is drawn as often as one with many."""
+    present = [kind for kind in kinds if kind]
+    options = present[int(rng.integers(len(present)))]
+    return options[int(rng.integers(len(options)))]
 
 
 def distance_map(goal: State, predecessors: Any) -> dict[State, int]:

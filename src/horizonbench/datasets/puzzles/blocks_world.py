@@ -32,6 +32,7 @@ from horizonbench.datasets.puzzles.base import (
     Configuration,
     IllegalMove,
     Unsolved,
+    walk_back,
 )
 from horizonbench.datasets.puzzles.text import last_list, short
 
@@ -324,17 +325,9 @@ def _astar(
 
 
 def _path(parent: Mapping[str, tuple[str, BWMove] | None], end: str, nodes: int) -> Certificate:
-    keys, moves = [end], []
-    link = parent[end]
-    while link is not None:
-        prev, move = link
-        keys.append(prev)
-        moves.append(move)
-        link = parent[prev]
-    keys.reverse()
-    moves.reverse()
-    states = tuple(tuple(tuple(stack) for stack in key.split(_SEP)) for key in keys)
-    return Certificate(states, tuple(moves), nodes)
+    keyed = walk_back(parent, end, nodes)
+    states = tuple(tuple(tuple(stack) for stack in key.split(_SEP)) for key in keyed.states)
+    return Certificate(states, keyed.moves, nodes)
 
 
 # --- text -------------------------------------------------------------------------

@@ -62,6 +62,7 @@ from horizonbench.datasets.puzzles.base import (
     bfs_path,
     check_sizes,
     descend,
+    pick_by_kind,
 )
 from horizonbench.datasets.puzzles.text import as_int, last_move_list
 
@@ -487,9 +488,7 @@ class Checkers:
         """A plausible slip: a backward step (only where the direction rule holds), a
         step onto a checker, a jump over one's own colour or too far, or naming the
         wrong colour (always available)."""
-        kinds = [c for c in _illegal_candidates(state, _steps(rules)) if c]
-        options = kinds[int(rng.integers(len(kinds)))]
-        return options[int(rng.integers(len(options)))]
+        return pick_by_kind(_illegal_candidates(state, _steps(rules)), rng)
 
     def wrong_successor(self, state: str, rules: Rules, rng: np.random.Generator) -> str:
         """A backward move (only where the direction rule holds), two moves at once, a
@@ -497,10 +496,8 @@ class Checkers:
         changing colour."""
         steps = _steps(rules)
         legal = {t for _, t in _moves(state, steps)}
-        kinds = [[s for s in c if s != state and s not in legal] for c in _wrong_candidates(state, steps)]
-        kinds = [c for c in kinds if c]
-        options = kinds[int(rng.integers(len(kinds)))]
-        return options[int(rng.integers(len(options)))]
+        kinds = ([s for s in c if s != state and s not in legal] for c in _wrong_candidates(state, steps))
+        return pick_by_kind(kinds, rng)
 
     def describe_rules(self, rules: Rules, n: int) -> str:
         """The examples are the first two moves from this orientation's classic start,

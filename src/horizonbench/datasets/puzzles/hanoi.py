@@ -33,6 +33,7 @@ from horizonbench.datasets.puzzles.base import (
     check_sizes,
     descend,
     distance_map,
+    pick_by_kind,
 )
 from horizonbench.datasets.puzzles.text import answer_text, as_int, last_move_list, read_list, strip_fences
 
@@ -238,18 +239,14 @@ class Hanoi:
     def illegal_move(self, state: HanoiState, rules: Rules, rng: np.random.Generator) -> HanoiMove:
         """A plausible slip: a buried disk, a larger disk onto a smaller, a disk from an
         empty peg, or a move onto the same peg (the last is always available)."""
-        kinds = [c for c in _illegal_candidates(state) if c]
-        options = kinds[int(rng.integers(len(kinds)))]
-        return options[int(rng.integers(len(options)))]
+        return pick_by_kind(_illegal_candidates(state), rng)
 
     def wrong_successor(self, state: HanoiState, rules: Rules, rng: np.random.Generator) -> HanoiState:
         """Two disks moved at once, a buried disk moved, a larger disk put on a smaller, or
         (always possible) a disk lost."""
         legal = {t for _, t in _moves(state)}
-        kinds = [[s for s in c if s != state and s not in legal] for c in _wrong_candidates(state)]
-        kinds = [c for c in kinds if c]
-        options = kinds[int(rng.integers(len(kinds)))]
-        return options[int(rng.integers(len(options)))]
+        kinds = ([s for s in c if s != state and s not in legal] for c in _wrong_candidates(state))
+        return pick_by_kind(kinds, rng)
 
     def describe_rules(self, rules: Rules, n: int) -> str:
         start = rules.get("start_peg", "A")
