@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from horizonbench.analysis import phase
+from horizonbench.analysis import trajectory
 from horizonbench.analysis import worlds as world_analysis
 from horizonbench.core.errors import ConfigError
 from horizonbench.datasets.worlds.agents import (
@@ -55,7 +55,7 @@ def test_the_planted_delay_follows_the_analysis_definition_of_tau_w():
     assert [tau_w_delay(t) for t in range(8)] == [0, 1, 2, 2, 2, 2, 2, 2]
     for t in range(12):
         r = [1.0] * t + [0.0] * 10
-        assert phase.tau_w(r) == t + tau_w_delay(t)
+        assert trajectory.tau_w(r) == t + tau_w_delay(t)
     assert planted_lag(10, 5) == -3 and planted_lag(0, 0) == 0
 
 
@@ -108,7 +108,7 @@ def test_the_decaying_agent_plants_its_lag_exactly_in_static_worlds(env_name):
         assert row["lag"] == planted_lag(agent.onset, lead) < 0
         # the onset columns date the drop itself: the lead as planted, without tau_W's delay
         assert row["tau_w_onset"] == agent.onset and row["lag_onset"] == -lead
-        assert row["collapse_type"] in phase.COLLAPSE_TYPES
+        assert row["collapse_type"] in trajectory.COLLAPSE_TYPES
     assert checked >= 8, (checked, won)
 
 
