@@ -37,3 +37,14 @@ def prefect_server():
         # the harness sets the URL in Prefect's settings, not the environment; subprocess
         # tests pass it on explicitly
         yield PREFECT_API_URL.value()
+
+
+@pytest.fixture(scope="session")
+def shared_demo_run(tmp_path_factory, worker_id):
+    """The full demo, run once per test session whichever worker asks first (tests/demo_run.py)."""
+    from demo_run import shared_demo
+
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's temp folder sits in one folder of the session
+    return shared_demo(base if worker_id == "master" else base.parent)
+

@@ -14,9 +14,6 @@ report instead of running the demo (e.g. after ``make demo``, so the screenshot 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -74,26 +71,18 @@ def chromium() -> str:
 
 
 @pytest.fixture(scope="session")
-def demo_run() -> Path:
+def demo_run(request) -> Path:
     given = os.environ.get(ENV_RUN)
     if given:
         run = Path(given)
         assert (run / "report" / "index.html").is_file(), f"{ENV_RUN}={given} holds no report/index.html"
         return run
-    # inside the checkout (runs/ is git-ignored), so CI keeps the report and its
-    # screenshot after the tests: runs/test-report/report/screenshot.png
-    run = Path(__file__).resolve().parents[1] / "runs" / "test-report"
-    shutil.rmtree(run, ignore_errors=True)
-    done = subprocess.run(
-        [sys.executable, "-m", "horizonbench.cli.main", "demo", "--out", str(run)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
+    # the full demo, shared with tests/test_demo_digests.py (tests/demo_run.py)
+    demo = request.getfixturevalue("shared_demo_run")
+    assert demo.exit_code == 0, (
+        f"`horizonbench demo` failed with exit code {demo.exit_code}:\n{demo.stderr_tail}"
     )
-    last = "\n".join(done.stderr.strip().splitlines()[-12:])
-    assert done.returncode == 0, f"`horizonbench demo` failed with exit code {done.returncode}:\n{last}"
-    return run
+    return demo.path
 
 
 @pytest.fixture(scope="session")
