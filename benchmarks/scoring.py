@@ -185,14 +185,8 @@ def shard_function(run: Path, rows: int, max_segments: int) -> tuple[float, int]
     facts) is made once per model; otherwise the stage's layout: every model's answers
     to an instance in one shard, its judge made once for all of them."""
     from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
-    from horizonbench.tasks.score.shards import (
-        AttemptLayout,
-        InstanceIndex,
-        ShardSizer,
-        release_groups,
-        score_source,
-        shard_sources,
-    )
+    from horizonbench.tasks.score.cutting import AttemptLayout, InstanceIndex, ShardSizer, shard_sources
+    from horizonbench.tasks.score.shards import release_groups, score_source
 
     index = InstanceIndex(run / instances_rel(LABEL), LABEL)
     with pq.ParquetFile(run / ATTEMPTS_REL) as pf:
@@ -215,7 +209,7 @@ def stage(run: Path, dest: Path, client: Any = None, max_segments: int = 32) -> 
     """(wall seconds, this process's CPU seconds, rows) of the score stage
     (``max_segments=1``: the previous layout, shards of consecutive attempts)."""
     from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
-    from horizonbench.tasks.score.shards import score_table
+    from horizonbench.tasks.score.lanes import score_table
 
     t0, c0 = time.perf_counter(), time.process_time()
     n = score_table(

@@ -18,7 +18,7 @@ machine on purpose.
   one without (116 migrations; ``cli.prefect_server``).
 - ``lanes``: the score stage of noisy answers to 40x40 mazes on a LocalCluster of two
   workers, with lanes that take over half of the largest range left against lanes that
-  only score their own range (``tasks.score.shards.Lanes``): wall time.
+  only score their own range (``tasks.score.lanes.Lanes``): wall time.
 - ``cache``: generating mazes into a new run folder with a filled shard cache against an
   empty one (wall and CPU time of this process: generation runs inline here), and the
   bytes the cache holds against the instance table's (``tasks.generate.shard_cache``).
@@ -231,24 +231,24 @@ def lanes(work: Path, reps: int, instances: int) -> list[dict[str, Any]]:
     from scoring import LABEL, build_run
 
     from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
-    from horizonbench.tasks.score import shards
+    from horizonbench.tasks.score import lanes
 
     log(f"building the scoring workload ({instances} instances)", "tricks")
     run = work / "scoring"
     attempts = build_run(run, instances)
-    steal = shards.Lanes._steal
+    steal = lanes.Lanes._steal
     counter = iter(range(1_000_000))
 
     def stage(client: Any, take_over: bool) -> Callable[[int], Sample]:
         def one(_rep: int) -> Sample:
-            shards.Lanes._steal = steal if take_over else (lambda self, lane, least: False)  # type: ignore[method-assign]
+            lanes.Lanes._steal = steal if take_over else (lambda self, lane, least: False)  # type: ignore[method-assign]
             dest = work / f"scores-{next(counter)}.parquet"
             try:
                 t0 = time.perf_counter()
-                shards.score_table(run / ATTEMPTS_REL, {LABEL: run / instances_rel(LABEL)}, dest, client)
+                lanes.score_table(run / ATTEMPTS_REL, {LABEL: run / instances_rel(LABEL)}, dest, client)
                 return {"wall_s": time.perf_counter() - t0}
             finally:
-                shards.Lanes._steal = steal  # type: ignore[method-assign]
+                lanes.Lanes._steal = steal  # type: ignore[method-assign]
                 dest.unlink(missing_ok=True)
 
         return one

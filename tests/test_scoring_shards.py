@@ -23,17 +23,15 @@ from horizonbench.tasks.cluster.client import dask_client
 from horizonbench.tasks.evaluate.attempts import write_attempts
 from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, instances_rel
 from horizonbench.tasks.run_folder.table_parts import PartWriter, read_parts
-from horizonbench.tasks.score.shards import (
+from horizonbench.tasks.score.cutting import (
     MAX_SEGMENTS,
     AttemptLayout,
     InstanceIndex,
-    Lanes,
     ShardSizer,
     episode_cuts,
-    score_rows,
-    score_table,
-    scores_writer,
 )
+from horizonbench.tasks.score.lanes import Lanes, score_table, scores_writer
+from horizonbench.tasks.score.shards import score_rows
 
 MAZE = {"grid_rows": 6, "grid_cols": 6, "num_keys": 2, "num_keys_mode": "at_most", "shuffle_ratio": 1.0}
 #: two sweep settings of one maze family (same seeds: the same ids) and a puzzle family
@@ -471,9 +469,9 @@ def test_any_order_any_shard_size_and_any_segment_limit_give_the_rows_of_scoring
 def test_a_failing_shard_leaves_no_spool_or_table(
     tmp_path: Path, run: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import horizonbench.tasks.score.shards as shards
+    import horizonbench.tasks.score.lanes as lanes
 
-    real = shards.score_source
+    real = lanes.score_source
     calls = []
 
     def failing(*args: Any) -> Any:
@@ -482,7 +480,7 @@ def test_a_failing_shard_leaves_no_spool_or_table(
             raise RuntimeError("worker lost")
         return real(*args)
 
-    monkeypatch.setattr(shards, "score_source", failing)
+    monkeypatch.setattr(lanes, "score_source", failing)
     dest = tmp_path / "scores.parquet"
     with pytest.raises(RuntimeError, match="worker lost"):
         score_table(run / ATTEMPTS_REL, folders(run), dest, shard_rows=60)
@@ -577,6 +575,7 @@ def test_workers_that_cannot_see_the_files_get_the_rows_shipped(
 
     from distributed import Client, LocalCluster
 
+    import horizonbench.tasks.score.lanes as lanes
     import horizonbench.tasks.score.shards as shards
 
     want = score(run, "in-process-for-shipping", shard_rows=150)
@@ -593,8 +592,8 @@ def test_workers_that_cannot_see_the_files_get_the_rows_shipped(
         shards._seen_by_test.append("shipped")  # type: ignore[attr-defined]
         return real_shard(*args)
 
-    monkeypatch.setattr(shards, "score_source", blind)
-    monkeypatch.setattr(shards, "score_shard", shipped)
+    monkeypatch.setattr(lanes, "score_source", blind)
+    monkeypatch.setattr(lanes, "score_shard", shipped)
     with (
         LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
         Client(cluster) as client,

@@ -27,6 +27,7 @@ from horizonbench.tasks.generate.shard_cache import (
     FamilyShards,
     ShardCache,
     cache_settings,
+    folder_bytes,
     shard_key,
 )
 from horizonbench.tasks.run_folder.manifest import content_hashes
@@ -314,20 +315,55 @@ def test_an_interrupted_generation_resumes_from_its_finished_shards(maze_client:
     assert resumed.from_cache >= 40 and resumed.generated < base.generated
 
 
+def _shard_bytes(root: Path) -> int:
+    return sum(p.stat().st_size for p in root.rglob(f"*{SUFFIX}"))
+
+
 @pytest.mark.flow
-def test_the_generate_stage_caches_in_the_run_folder_outside_the_manifest(tmp_path: Path) -> None:
-    cfg = parse_config({"families": {"maze": MAZE}, "dask": {"n_workers": 1}})
+def test_the_run_s_own_cache_costs_no_more_disk_than_its_instance_tables(tmp_path: Path) -> None:
+    """The default cache (in the run folder, outside the manifest) is pruned after a
+    finished generation to the bytes of the instance tables it saves (it held 2.8x
+    them); it keeps the start of the candidate space, which a rerun reads."""
+    spec = MAZE | {"sampling": MAZE["sampling"] | {"shard_size": 20}}
+    cfg = parse_config({"families": {"maze": spec}, "dask": {"n_workers": 1, "processes": False}})
     first = generate_all(cfg, tmp_path)
-    table = tmp_path / ".staging" / "instances" / "maze"
-    before = [f.read_bytes() for f in part_files(table)]
+    tables = tmp_path / ".staging" / "instances"
+    before = [f.read_bytes() for f in part_files(tables / "maze")]
+    assert 0 < _shard_bytes(tmp_path / CACHE_REL) <= folder_bytes(tables)
     second = generate_all(cfg, tmp_path)
-    assert [f.read_bytes() for f in part_files(table)] == before
-    assert first[0]["candidates_from_cache"] == 0 and first[0]["candidates_generated"] > 0
-    assert second[0]["candidates_generated"] == 0
-    assert second[0]["candidates_from_cache"] >= second[0]["candidates_considered"]
+    assert [f.read_bytes() for f in part_files(tables / "maze")] == before
+    assert first[0]["candidates_from_cache"] == 0
+    assert second[0]["candidates_from_cache"] > 0
+    assert second[0]["candidates_generated"] < first[0]["candidates_generated"]
     assert second[0]["kept"] == first[0]["kept"] == 24
-    assert list((tmp_path / CACHE_REL).rglob(f"*{SUFFIX}"))
+    assert _shard_bytes(tmp_path / CACHE_REL) <= folder_bytes(tables)
     assert not [k for k in content_hashes(tmp_path) if k.startswith("cache/") or k.endswith(SUFFIX)]
+
+
+@pytest.mark.flow
+def test_a_shared_cache_keeps_everything_under_the_cap_its_user_sets(tmp_path: Path) -> None:
+    """``generation.cache_dir`` outside the run folder: nothing in the run folder, a
+    whole generation kept under a roomy cap (the next run generates nothing), and a
+    small cap (``generation.cache_max_gb``) holds."""
+    shared = tmp_path / "shared"
+
+    def config(max_gb: float) -> Any:
+        return parse_config(
+            {
+                "families": {"maze": MAZE},
+                "dask": {"n_workers": 1, "processes": False},
+                "generation": {"cache_dir": str(shared), "cache_max_gb": max_gb},
+            }
+        )
+
+    first = generate_all(config(1.0), tmp_path / "a")
+    assert not (tmp_path / "a" / CACHE_REL).exists()
+    assert _shard_bytes(shared) > folder_bytes(tmp_path / "a" / ".staging" / "instances")
+    second = generate_all(config(1.0), tmp_path / "b")
+    assert second[0]["candidates_generated"] == 0 < first[0]["candidates_generated"]
+    cap = 4_000
+    generate_all(config(cap / 2**30), tmp_path / "c")
+    assert _shard_bytes(shared) <= cap
 
 
 def test_the_planner_looks_no_further_ahead_through_the_cache_than_the_window(tmp_path: Path) -> None:

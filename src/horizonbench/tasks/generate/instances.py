@@ -23,7 +23,14 @@ from horizonbench.datasets.shards import NOT_NEEDED, ShardBatch, generate_shard_
 from horizonbench.schemas.config import Config, FamilySpec
 from horizonbench.tasks.cluster import progress as prog
 from horizonbench.tasks.cluster.client import dask_client, lost_cluster
-from horizonbench.tasks.generate.shard_cache import CachedShard, FamilyShards, ShardCache, cache_settings
+from horizonbench.tasks.generate.shard_cache import (
+    CACHE_REL,
+    CachedShard,
+    FamilyShards,
+    ShardCache,
+    cache_settings,
+    run_bound,
+)
 from horizonbench.tasks.run_folder.layout import instances_rel
 from horizonbench.tasks.run_folder.storage import staged
 from horizonbench.tasks.run_folder.table_parts import PartWriter
@@ -446,7 +453,8 @@ def generate_all(
     The plain function behind the ``generate`` task (tests call it without Prefect).
     The shard cache is ``generation.cache_dir`` when the config names one (a series of
     nightly runs shares it), else ``<run>/cache/shards``; it is pruned to its bound
-    after a finished generation (``tasks.generate.shard_cache``).
+    after a finished generation, the run's own cache to no more bytes than the
+    instance tables (``tasks.generate.shard_cache``).
     """
     root, bound = cache_settings(cfg, run_dir)
     cache = ShardCache(root, bound)
@@ -459,8 +467,11 @@ def generate_all(
         if isinstance(err, GenerationInterrupted):
             raise
         raise GenerationInterrupted(current["name"], current["counts"], root) from None
+    if root == run_dir / CACHE_REL:
+        # the run's own cache: no more bytes than the instance tables it saves
+        cache.max_bytes = run_bound(bound, staged(run_dir, "instances"))
     removed = cache.prune()
-    if removed and log is not None:
+    if removed and log is not None and cache.max_bytes == bound:
         log(f"shard cache {root}: removed {removed / 2**20:.1f} MiB to stay under {bound / 2**30:.1f} GiB")
     return stats
 

@@ -1,5 +1,5 @@
 """Score stage: parse every answer and replay it in its family's simulator, in shards on
-the Dask cluster (see tasks/score/shards.py), streaming the scores table."""
+the Dask cluster (see tasks/score/lanes.py, cutting.py and shards.py), streaming the scores table."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from horizonbench.schemas.config import Config
 from horizonbench.tasks.cluster.client import dask_client, is_inline, lost_cluster
 from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
 from horizonbench.tasks.run_folder.storage import staged
-from horizonbench.tasks.score.shards import ShardSizer, score_rows, score_table
+from horizonbench.tasks.score.cutting import ShardSizer
+from horizonbench.tasks.score.lanes import score_table
+from horizonbench.tasks.score.shards import score_rows
 
 __all__ = ["SCORES_REL", "score_attempts", "score_rows", "score_run"]
 
