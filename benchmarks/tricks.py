@@ -19,9 +19,11 @@ machine on purpose.
 - ``lanes``: the score stage of noisy answers to 40x40 mazes on a LocalCluster of two
   workers, with lanes that take over half of the largest range left against lanes that
   only score their own range (``tasks.score.lanes.Lanes``): wall time.
-- ``cache``: generating mazes into a new run folder with a filled shard cache against an
-  empty one (wall and CPU time of this process: generation runs inline here), and the
-  bytes the cache holds against the instance table's (``tasks.generate.shard_cache``).
+- ``cache``: generating the demo's mazes into a new run folder with an empty and with a
+  full shared shard cache, and again into a finished run's folder with its own cache
+  (pruned to its tables' bytes): wall and CPU time of this process (generation runs
+  inline here), and the bytes each cache holds against the instance table's
+  (``tasks.generate.shard_cache``).
 - ``gc``: the workers' functions with the cyclic collector paused (``gc_paused``)
   against on: ``generate_shard`` over 20x20 mazes and ``score_source`` over the
   ``lanes`` workload, CPU time of the calling thread.
@@ -274,11 +276,13 @@ CACHE_MAZE = {
 
 
 def cache(work: Path, reps: int, per_bin: int) -> list[dict[str, Any]]:
-    """Generation into a new run folder (inline, as a small run generates) from a full
-    shared cache and from an empty one; the disk each leaves."""
+    """Generation (inline, as a small run generates) into a new run folder from an
+    empty and from a full shared cache, and into a finished run's folder again from its
+    own cache (pruned to the bytes of its tables); the disk each cache holds."""
     from horizonbench.schemas.config import parse_config
     from horizonbench.tasks.cluster.client import shared_cluster
     from horizonbench.tasks.generate.instances import generate_all
+    from horizonbench.tasks.generate.shard_cache import CACHE_REL, folder_bytes
     from horizonbench.tasks.run_folder.table_parts import part_files
 
     counter = iter(range(1_000_000))
@@ -286,27 +290,30 @@ def cache(work: Path, reps: int, per_bin: int) -> list[dict[str, Any]]:
         "sampling": CACHE_MAZE["sampling"] | {"bins": CACHE_MAZE["sampling"]["bins"] | {"per_bin": per_bin}}
     }
 
-    def config(cache_dir: Path) -> Any:
-        return parse_config(
-            {"run": {"seed": 7}, "families": {"maze": spec}, "generation": {"cache_dir": str(cache_dir)}}
-        )
+    def config(cache_dir: Path | None) -> Any:
+        generation = {} if cache_dir is None else {"cache_dir": str(cache_dir)}
+        return parse_config({"run": {"seed": 7}, "families": {"maze": spec}, "generation": generation})
 
-    def generate(cache_dir: Path) -> Sample:
-        run = work / f"gen-{next(counter)}"
+    def generate(cache_dir: Path | None, run: Path | None = None) -> Sample:
+        """Generate into ``run`` (a new folder by default) with the shared cache
+        ``cache_dir`` (None: the run's own, ``<run>/cache/shards``)."""
+        folder = run or work / f"gen-{next(counter)}"
         cfg = config(cache_dir)
         t0, c0 = time.perf_counter(), time.process_time()
         with shared_cluster(cfg.dask, ("maze",), in_process=True):
-            generate_all(cfg, run)
+            generate_all(cfg, folder)
         sample = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
-        table_bytes = sum(f.stat().st_size for f in part_files(run / ".staging" / "instances" / "maze"))
-        cache_bytes = sum(f.stat().st_size for f in cache_dir.rglob("*") if f.is_file())
+        table_bytes = sum(f.stat().st_size for f in part_files(folder / ".staging" / "instances" / "maze"))
+        cache_bytes = folder_bytes(cache_dir or folder / CACHE_REL)
         sample["table_mb"], sample["cache_mb"] = table_bytes / 1e6, cache_bytes / 1e6
-        shutil.rmtree(run, ignore_errors=True)
+        if run is None:
+            shutil.rmtree(folder, ignore_errors=True)
         return sample
 
-    full = work / "cache-full"
-    log("filling the shard cache (untimed)", "tricks")
+    full, own = work / "cache-full", work / "gen-own"
+    log("filling a shared shard cache and a run's own (untimed)", "tricks")
     generate(full)
+    generate(None, own)
 
     def cold(_rep: int) -> Sample:
         empty = work / f"cache-empty-{next(counter)}"
@@ -315,8 +322,17 @@ def cache(work: Path, reps: int, per_bin: int) -> list[dict[str, Any]]:
         finally:
             shutil.rmtree(empty, ignore_errors=True)
 
-    results = interleave(reps, {"no cache": cold, "full cache": lambda _rep: generate(full)})
-    print("cache: generating the demo's 12x12 mazes into a new run folder, inline (medians, min-max)")
+    variants = {
+        "no cache": cold,
+        "shared cache, full": lambda _rep: generate(full),
+        "rerun, own cache": lambda _rep: generate(None, own),
+    }
+    results = interleave(reps, variants)
+    print(
+        "cache: generating the demo's 12x12 mazes (inline) into a new run folder with an empty and "
+        "a full shared cache, and again into a finished run's folder with its own cache, "
+        "pruned to its tables (medians, min-max)"
+    )
     return table(
         results,
         (
