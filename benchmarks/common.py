@@ -8,6 +8,8 @@
   load hits every variant rather than one, reported as medians with their min-max;
 - peak memory of a command: of its process tree (``TreeSampler``) or of its largest
   process (``run_child(..., memory=True)``, via ``/usr/bin/time -v``);
+- a LocalCluster per worker count, all started before anything is timed
+  (``worker_clients``), for the 1 -> 2 worker comparisons;
 - the fake provider of the tests in a forked child (``ServerProcess``), so its CPU is
   not counted as ours;
 - the tables: ``print_table`` (aligned columns) and ``print_ratio_table``
@@ -19,6 +21,7 @@ Every benchmark script puts ``benchmarks/`` on ``sys.path`` by being run from it
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import resource
@@ -27,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -247,6 +250,31 @@ def run_child(
         "stderr": stderr,
         "peak_bytes": peak,
     }
+
+
+@contextlib.contextmanager
+def worker_clients(counts: Sequence[int] = (1, 2)) -> Iterator[dict[int, Any]]:
+    """A Dask client per worker count, each on the pipeline's own LocalCluster
+    configuration (one thread a worker, no dashboard), all started before anything is
+    timed (start-up is ``overhead.py``'s figure) and all closed on every way out: the
+    1 -> 2 worker comparisons, which only mean something run side by side."""
+    from distributed import Client
+
+    from horizonbench.schemas.config import DaskSpec
+    from horizonbench.tasks.cluster.client import _local_cluster
+
+    clusters: dict[int, Any] = {}
+    clients: dict[int, Any] = {}
+    try:
+        for w in counts:
+            clusters[w] = _local_cluster(DaskSpec(n_workers=w, threads_per_worker=1), dashboard=False)
+            clients[w] = Client(clusters[w])
+        yield clients
+    finally:
+        for client in clients.values():
+            client.close()
+        for cluster in clusters.values():
+            cluster.close()
 
 
 # ------------------------------------------------------------------------- a fake provider

@@ -40,7 +40,7 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from common import CLI, LoadMeter, TreeSampler, log, print_table  # noqa: E402
+from common import CLI, LoadMeter, TreeSampler, log, print_table, worker_clients  # noqa: E402
 
 PARAMS = {"grid_rows": 40, "grid_cols": 40, "num_keys": 2, "num_keys_mode": "at_most"}
 MEMORY_GOAL_MIB = 1.5 * 1000**3 / 2**20  # 1.5 GB
@@ -102,12 +102,10 @@ def speedup(count: int, folder: Path, repeat: int = 3) -> dict[str, Any]:
     as the command's own cluster is; start-up is excluded (``benchmarks/overhead.py``
     has it). Per run: wall time, the CPU of the whole process tree and of the shards
     alone, and what other processes used meanwhile."""
-    from distributed import Client
-
     from horizonbench.core.registry import get_family
-    from horizonbench.schemas.config import DaskSpec, FamilySpec
+    from horizonbench.schemas.config import FamilySpec
     from horizonbench.tasks.cluster import progress
-    from horizonbench.tasks.cluster.client import _local_cluster, warm_worker
+    from horizonbench.tasks.cluster.client import warm_worker
     from horizonbench.tasks.generate.instances import sample_family
     from horizonbench.tasks.run_folder.table_parts import PartWriter, same_bytes
 
@@ -116,9 +114,7 @@ def speedup(count: int, folder: Path, repeat: int = 3) -> dict[str, Any]:
     spec = FamilySpec.model_validate({"params": PARAMS, "sampling": {"count": count}})
     out: dict[str, Any] = {"count": count, "repeat": repeat}
     runs: dict[int, list[dict[str, float]]] = {1: [], 2: []}
-    clusters = {w: _local_cluster(DaskSpec(n_workers=w), dashboard=False) for w in (1, 2)}
-    clients = {w: Client(c) for w, c in clusters.items()}
-    try:
+    with worker_clients((1, 2)) as clients:
         for client in clients.values():
             client.run(warm_worker, ("maze",))
         identical = True
@@ -139,11 +135,6 @@ def speedup(count: int, folder: Path, repeat: int = 3) -> dict[str, Any]:
                     f"tree {run['tree_cpu']:.2f} s CPU, other processes {run.get('others', 0.0):.2f} cores"
                 )
             identical &= same_bytes(folder / f"speedup-1-{rep}", folder / f"speedup-2-{rep}")
-    finally:
-        for client in clients.values():
-            client.close()
-        for cluster in clusters.values():
-            cluster.close()
     ratios = [a["wall"] / b["wall"] for a, b in zip(runs[1], runs[2], strict=True)]
     out["runs"] = runs
     out["ratios"] = ratios

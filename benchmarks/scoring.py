@@ -51,7 +51,7 @@ from typing import Any  # noqa: E402
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from common import LoadMeter, exit_with, log, print_table  # noqa: E402
+from common import LoadMeter, exit_with, log, print_table, worker_clients  # noqa: E402
 
 ROWS = COLS = 40
 NUM_KEYS = 2
@@ -280,11 +280,6 @@ def main(argv: list[str] | None = None) -> int:
         big_scores = (Path(tmp) / "b0.parquet").read_bytes()
 
         # 2. the stage on a LocalCluster, 1 then 2 workers, alternating, wall time
-        from distributed import Client
-
-        from horizonbench.schemas.config import DaskSpec
-        from horizonbench.tasks.cluster.client import _local_cluster
-
         # (layout, workers): "stage" is the stage's layout, "model" the previous one
         runs = [(layout, w) for layout in ("stage", "model") for w in (1, 2)]
         walls: dict[tuple[str, int], list[float]] = {k: [] for k in runs}
@@ -293,11 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         others: dict[tuple[str, int], list[float]] = {k: [] for k in runs}
         load_before = os.getloadavg()
         # the stage's own LocalCluster (its worker configuration), without the dashboard
-        clusters = {
-            w: _local_cluster(DaskSpec(n_workers=w, threads_per_worker=1), dashboard=False) for w in (1, 2)
-        }
-        try:
-            clients = {w: Client(c) for w, c in clusters.items()}
+        with worker_clients((1, 2)) as clients:
             for w, client in clients.items():  # warm-up: imports in every worker
                 stage(small, Path(tmp) / f"warm{w}.parquet", client)
             for rep in range(reps):
@@ -322,11 +313,6 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     if others[key]:
                         log(f"  other processes kept {others[key][-1]:.2f} cores busy meanwhile")
-        finally:
-            for client in clients.values():
-                client.close()
-            for c in clusters.values():
-                c.close()
 
     load_after = os.getloadavg()
     med = {k: statistics.median(v) for k, v in rates.items()}

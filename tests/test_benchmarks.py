@@ -140,3 +140,53 @@ def test_the_copy_check_has_teeth(tmp_path: Path):
     copy.write_text("def _log(msg):\n    print(msg)\n", encoding="utf-8")
     assert _defined(copy) & SHARED == {"_log"}
     assert SHARED - {"_log"} <= _defined(BENCH / "common.py")
+
+
+def _common():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import common
+    finally:
+        sys.path.pop(0)
+    return common
+
+
+def test_the_ratio_table_divides_by_the_named_baseline_and_the_reference(capsys):
+    common = _common()
+    rows = [
+        common.Measure("baseline", "slow way", "x/s", [10.0, 30.0, 20.0], vs_reference=True),
+        common.Measure("fast", "fast way", "x/s", [40.0], baseline="baseline", vs_reference=True),
+        common.Measure(
+            "n", "  a count", "items", [3.0, 5.0], integer=True, extra={"runs": [{"others_cores": 1.5}]}
+        ),
+    ]
+    common.print_ratio_table(rows, ("x paper", 10.0))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == [
+        "measure",
+        "median",
+        "min-max",
+        "unit",
+        "x",
+        "baseline",
+        "x",
+        "paper",
+        "other",
+        "load",
+    ]
+    cells = [re.split(r"\s{2,}", line.strip()) for line in out[2:]]
+    assert cells[0] == ["slow way", "20.0", "10.0-30.0", "x/s", "1.00", "2.00", "-"]
+    assert cells[1] == ["fast way", "40.0", "-", "x/s", "2.00", "4.00", "-"]
+    assert cells[2] == ["a count", "4", "3-5", "items", "-", "-", "1.5 cores"]
+
+
+def test_child_env_drops_what_it_is_told_and_stays_quiet(monkeypatch):
+    common = _common()
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:1/api")
+    monkeypatch.setenv("HB_BENCH_KEEP", "1")
+    env = common.child_env(drop=("PREFECT_*",), PREFECT_HOME="/tmp/home")
+    assert "PREFECT_API_URL" not in env and env["PREFECT_HOME"] == "/tmp/home"
+    assert env["HB_BENCH_KEEP"] == "1" and env["TQDM_DISABLE"] == "1"
+    assert env["PREFECT_SERVER_ANALYTICS_ENABLED"] == "false"  # set after the drop
+    # a name without the star drops that name only
+    assert common.child_env(drop=("PREFECT_API",))["PREFECT_API_URL"] == "http://127.0.0.1:1/api"
