@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from horizonbench.core.types import Step
-from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World, apply_requires
+from horizonbench.datasets.maze.facts import FACT_TEMPLATES, FactItem, World, world_from_items
 from horizonbench.datasets.maze.rules import State, apply_plan, attach_tables, tables_of, transitions
 
 
@@ -87,65 +87,12 @@ def world_of_listing(items: Sequence[FactItem], facts: Sequence[str]) -> World |
 
 
 def _listing_world(items: Iterable[FactItem]) -> World:
-    """``world_from_items(items)`` with the search tables of ``rules.tables_of`` attached.
-
-    The same pass over the facts, written out once more (a test holds the two worlds
-    and tables equal): the open-door table of a room grows with its adjacency list, so
-    the tables need no second pass over every room. This runs once per candidate.
+    """``world_from_items(items)`` with the search tables of ``rules.tables_of`` attached,
+    built in the same pass over the facts (see ``world_from_items``' ``open_nbrs``). This
+    runs once per candidate.
     """
-    world = World()
-    index, rooms, adj, locks, in_room = world.index, world.rooms, world.adj, world.locks, world.keys_in_room
     nbrs: list[list[tuple[int, int, int]]] = []
-    requires: dict[tuple[str, str], int] = {}
-    for kind, g in items:
-        if kind != "open":  # most facts are open doors: one comparison for them
-            if kind == "requires":
-                requires[(g[0], g[1])] = int(g[2])
-                continue
-            if kind == "key":
-                r = index.get(g[1])
-                if r is None:
-                    r = index[g[1]] = len(rooms)
-                    rooms.append(g[1])
-                    adj.append([])
-                    nbrs.append([])
-                keys = in_room.setdefault(r, [])
-                if int(g[0]) not in keys:  # a repeated fact is one key, not two
-                    keys.append(int(g[0]))
-                continue
-            if kind == "bob" or kind == "alice":
-                r = index.get(g[0])
-                if r is None:
-                    r = index[g[0]] = len(rooms)
-                    rooms.append(g[0])
-                    adj.append([])
-                    nbrs.append([])
-                if kind == "bob":
-                    world.start = r
-                else:
-                    world.goal = r
-                continue
-        # a connection ("open", "locked", and any other kind, as world_from_items reads it)
-        ia = index.get(g[0])
-        if ia is None:
-            ia = index[g[0]] = len(rooms)
-            rooms.append(g[0])
-            adj.append([])
-            nbrs.append([])
-        ib = index.get(g[1])
-        if ib is None:
-            ib = index[g[1]] = len(rooms)
-            rooms.append(g[1])
-            adj.append([])
-            nbrs.append([])
-        if ib not in adj[ia]:
-            adj[ia].append(ib)
-            adj[ib].append(ia)
-            nbrs[ia].append((ib, 0, -1))
-            nbrs[ib].append((ia, 0, -1))
-        if kind == "locked":
-            locks.setdefault((ia, ib) if ia < ib else (ib, ia), None)
-    apply_requires(world, requires)
+    world = world_from_items(items, nbrs)
     attach_tables(world, nbrs)
     return world
 

@@ -208,50 +208,71 @@ def apply_requires(world: World, requires: dict[tuple[str, str], int]) -> None:
             locks[door] = key
 
 
-def world_from_items(items: Iterable[FactItem]) -> World:
+def world_from_items(
+    items: Iterable[FactItem], open_nbrs: list[list[tuple[int, int, int]]] | None = None
+) -> World:
     """The world a list of fact items describes.
 
     A "requires key" fact without its "locked door" fact says nothing about passability
     and is ignored; a locked door without a "requires" fact cannot be opened. Does what
     :meth:`World.room` and :meth:`World.connect` do, written out: this runs once per
     generated candidate, over hundreds of facts.
+
+    ``open_nbrs`` (an empty list), when given, is filled as the rooms connect: per room,
+    ``(neighbour, 0, -1)`` for each entry of its adjacency list, every door written open,
+    which ``rules.attach_tables`` finishes into the search tables. So the certificate
+    gets its world and tables in this one pass over the facts, not a second over every
+    room.
     """
     world = World()
-    index, rooms, adj, locks = world.index, world.rooms, world.adj, world.locks
+    index, rooms, adj, locks, in_room = world.index, world.rooms, world.adj, world.locks, world.keys_in_room
+    nbrs = open_nbrs
     requires: dict[tuple[str, str], int] = {}
+
+    def new_room(name: str) -> int:
+        """Number a room not seen before (the caller looked it up: most facts name known rooms)."""
+        i = index[name] = len(rooms)
+        rooms.append(name)
+        adj.append([])
+        if nbrs is not None:
+            nbrs.append([])
+        return i
+
     for kind, g in items:
-        if kind == "requires":
-            requires[(g[0], g[1])] = int(g[2])
-            continue
-        if kind == "key":
-            r = index.get(g[1])
-            if r is None:
-                r = index[g[1]] = len(rooms)
-                rooms.append(g[1])
-                adj.append([])
-            keys = world.keys_in_room.setdefault(r, [])
-            if int(g[0]) not in keys:  # a repeated fact is one key, not two
-                keys.append(int(g[0]))
-            continue
+        if kind != "open":  # most facts are open doors: one comparison for them
+            if kind == "requires":
+                requires[(g[0], g[1])] = int(g[2])
+                continue
+            if kind == "key":
+                r = index.get(g[1])
+                if r is None:
+                    r = new_room(g[1])
+                keys = in_room.setdefault(r, [])
+                if int(g[0]) not in keys:  # a repeated fact is one key, not two
+                    keys.append(int(g[0]))
+                continue
+            if kind == "bob" or kind == "alice":
+                r = index.get(g[0])
+                if r is None:
+                    r = new_room(g[0])
+                if kind == "bob":
+                    world.start = r
+                else:
+                    world.goal = r
+                continue
+        # a connection: "open", "locked" (and any other kind: it must name two rooms)
         ia = index.get(g[0])
         if ia is None:
-            ia = index[g[0]] = len(rooms)
-            rooms.append(g[0])
-            adj.append([])
-        if kind == "bob":
-            world.start = ia
-            continue
-        if kind == "alice":
-            world.goal = ia
-            continue
+            ia = new_room(g[0])
         ib = index.get(g[1])
         if ib is None:
-            ib = index[g[1]] = len(rooms)
-            rooms.append(g[1])
-            adj.append([])
+            ib = new_room(g[1])
         if ib not in adj[ia]:
             adj[ia].append(ib)
             adj[ib].append(ia)
+            if nbrs is not None:
+                nbrs[ia].append((ib, 0, -1))
+                nbrs[ib].append((ia, 0, -1))
         if kind == "locked":
             locks.setdefault((ia, ib) if ia < ib else (ib, ia), None)
     apply_requires(world, requires)
