@@ -40,8 +40,8 @@ instances in count mode (issue 24: 54 MB for 19 MB). So the run's *own* cache
 (``<run>/cache/shards``, the default) is pruned after a finished generation to no more
 bytes than the run's instance tables (``run_bound``): while generating it is whole (an
 interrupted generation resumes), afterwards it keeps only the start of the candidate
-space that fits, which a rerun reads. The demo's shards of 100 candidates are each
-larger than the table, so nothing is left and a rerun generates again (1.09 s of CPU
+space that fits, which a rerun reads. The first of the demo's shards of 100 candidates
+is larger than the whole table, so nothing is left and a rerun generates again (1.09 s of CPU
 against 1.11 s); with shards of 20 candidates (tests/test_shard_cache.py) a rerun read
 20 of its 120. Measured side by side
 (medians of 3 interleaved rounds, another 1.9 cores busy meanwhile, 2026-12-03):
