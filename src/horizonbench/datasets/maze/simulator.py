@@ -133,6 +133,27 @@ def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
 
     # pass 2: how far the plan stays on some optimal plan (a success goes all the way)
     progress = n if success else _progress(plan, after, _search(key))
+    return _replayed(
+        valid, success, exact, progress, n, len(plan), precision, recall, positional, violation, first_bad
+    )
+
+
+def _replayed(
+    valid: bool,
+    success: bool,
+    exact: bool,
+    progress: int,
+    n: int,
+    plan_length: int,
+    precision: float,
+    recall: float,
+    positional: float,
+    violation: str | None,
+    first_bad: int | None,
+) -> Score:
+    """The Score of a replayed plan, for both scorers (:func:`score_plan` and
+    :meth:`Judge.score_pairs`): a legal plan that is no success is "suboptimal" from the
+    step where it leaves every optimal plan."""
     if valid and not success:
         violation, first_bad = "suboptimal", progress
     return Score(
@@ -142,7 +163,7 @@ def score_plan(facts: Sequence[str], gold: Plan, parsed: ParsedAnswer) -> Score:
         progress_ratio=min(progress, n) / n if n else 0.0,
         precision=precision,
         recall=recall,
-        plan_length=len(plan),
+        plan_length=plan_length,
         violation=violation,
         first_violation_step=first_bad,
         extra={"parse_error": None, "precision_multiset": precision, "precision_positional": positional},
@@ -357,19 +378,8 @@ class Judge:
             progress = n
         else:
             valid, success, progress, violation, first_bad = self._replay(plan, k0)
-        if valid and not success:
-            violation, first_bad = "suboptimal", progress
-        return Score(
-            success=success,
-            valid=valid,
-            exact_match=exact,
-            progress_ratio=min(progress, n) / n if n else 0.0,
-            precision=precision,
-            recall=recall,
-            plan_length=size,
-            violation=violation,
-            first_violation_step=first_bad,
-            extra={"parse_error": None, "precision_multiset": precision, "precision_positional": positional},
+        return _replayed(
+            valid, success, exact, progress, n, size, precision, recall, positional, violation, first_bad
         )
 
     def _replay(self, plan: Sequence[Pair], k0: int) -> tuple[bool, bool, int, str | None, int | None]:
