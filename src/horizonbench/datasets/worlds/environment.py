@@ -33,7 +33,7 @@ The hooks an environment writes: ``_build`` (the world, its indexes, ``_plan``,
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
 from horizonbench.core.seeding import derive_seed
@@ -58,11 +58,11 @@ from horizonbench.datasets.worlds.observation import CONFLICT_RATE, LastSeen, ph
 W = TypeVar("W")
 
 
-def entity_kinds(groups: Iterable[tuple[Iterable[str], str]], agent: bool = True) -> dict[str, str]:
-    """Entity name -> kind from ``(names, kind)`` groups (with ``agent`` first when the
-    world has one)."""
+def entity_kinds(entities: Mapping[str, Iterable[str]], agent: bool = True) -> dict[str, str]:
+    """Entity name -> kind from kind -> names (``Task.entities``), with ``agent`` first
+    when the world has one."""
     kinds = {"agent": "agent"} if agent else {}
-    for names, kind in groups:
+    for kind, names in entities.items():
         for n in names:
             kinds[n] = kind
     return kinds
@@ -86,8 +86,18 @@ class EnvironmentBase(Generic[W]):
     slot_of_predicate: ClassVar[Mapping[str, str]] = {}
     #: slot kind -> how two facts of one slot clash, in words
     clashes: ClassVar[Mapping[str, str]] = {}
+    #: the kinds of entity that lie in places (the last-seen check looks at the place)
+    item_kinds: ClassVar[frozenset[str]] = frozenset()
+    #: location predicate -> the kind of place it names (any other location: the hands)
+    item_places: ClassVar[Mapping[str, str]] = {}
+    #: entity kind -> its two-valued state, for the conflict mode's false facts
+    conflict_states: ClassVar[Mapping[str, tuple[str, str]]] = {}
     #: the end of the message of the winning step
     win_message: ClassVar[str] = "goal reached"
+    #: ``(sc, dd, seed, archetype)`` -> the world (cached: shared read-only by episodes)
+    generate: Callable[[int, int, int, int], W]
+    #: ``(sc, dd, seed, archetype)`` -> an optimal plan of the mutation-free world
+    solver: Callable[[int, int, int, int], tuple[Action, ...]]
 
     spec: StressSpec
     _store: FactStore
@@ -95,6 +105,7 @@ class EnvironmentBase(Generic[W]):
     _won: bool
     _kind: dict[str, str]
     _loc: dict[str, Fact]
+    _on: dict[str, bool]
 
     def __init__(self, spec: StressSpec) -> None:
         if not isinstance(spec, StressSpec):
@@ -123,6 +134,8 @@ class EnvironmentBase(Generic[W]):
         self._rate = spec.mutation_rate
         self._mut_rng = Rng(derive_seed(seed, self.name, "mutation"))
         self._obs_rng = Rng(derive_seed(seed, self.name, "observation"))
+        self._world = self.generate(spec.sc, spec.dd, seed, archetype)
+        self._plan = self.solver(spec.sc, spec.dd, seed, archetype)
         self._initial_size = self._build(seed, archetype)
         self._phantoms: tuple[Canonical, ...] = ()
         if spec.observation == "distractor":
@@ -188,7 +201,8 @@ class EnvironmentBase(Generic[W]):
         entities: Mapping[str, tuple[str, ...]],
         extra: Mapping[str, Any],
     ) -> Task:
-        """The episode's task from its environment-specific parts."""
+        """The episode's task from its environment-specific parts (the optimal length
+        is the plan's, the horizon the spec's)."""
         return Task(
             env=self.name,
             spec=self.spec,
@@ -207,9 +221,9 @@ class EnvironmentBase(Generic[W]):
     # -- hooks each environment writes ---------------------------------------------
 
     def _build(self, seed: int, archetype: int) -> int:  # pragma: no cover - abstract
-        """Build the episode's world and its indexes; set ``_world``, ``_plan``,
-        ``_task``, ``_store`` (the reset state) and ``_won``; return the reset state's
-        size (the phantom views' size is a tenth of it)."""
+        """Index the episode's world (``_world`` and ``_plan`` are set); set ``_kind``,
+        ``_task``, the reset state (:meth:`_new_store`) and ``_won``; return the reset
+        state's size (the phantom views' size is a tenth of it)."""
         raise NotImplementedError
 
     def _pre(self, action: Action) -> tuple[Fact, ...] | None:  # pragma: no cover - abstract
@@ -224,16 +238,61 @@ class EnvironmentBase(Generic[W]):
         """Carry out a valid action (record what changed in ``_changed``)."""
         raise NotImplementedError
 
-    def _mutate(self) -> tuple[str, ...]:  # pragma: no cover - abstract
-        """One exogenous change drawn from ``_mut_rng``; its description, or ()."""
+    def _mutate(self) -> tuple[str, ...]:
+        """One exogenous change drawn from ``_mut_rng``, uniform over
+        :meth:`_mutations` (listed in world order, so the choice never depends on hash
+        order), carried out by :meth:`_mutation`; its description, or () when nothing
+        can change. A switch that is on turning off (kind ``off``) is done here."""
+        options = self._mutations()
+        if not options:
+            return ()
+        kind, ent = self._mut_rng.pick(options)
+        if kind == "off":
+            self._flip(("on", ent), ("off", ent))
+            self._on[ent] = False
+            return (f"{ent} was switched off",)
+        return self._mutation(kind, ent)
+
+    def _mutations(self) -> list[tuple[str, str]]:  # pragma: no cover - abstract
+        """Every exogenous change possible now, as ``(kind, entity)``."""
         raise NotImplementedError
+
+    def _mutation(self, kind: str, ent: str) -> tuple[str, ...]:  # pragma: no cover - abstract
+        """Carry out one change of :meth:`_mutations`; its description."""
+        raise NotImplementedError
+
+    def _moved(self, ent: str, new: Fact) -> tuple[str, ...]:
+        """Move item ``ent`` to ``new`` without the agent's doing; the description."""
+        old = self._loc[ent]
+        self._move(ent, new)
+        return (f"{ent} was moved: {format_fact(old)} -> {format_fact(new)}",)
 
     def _look(self, action: Action | None) -> Canonical:  # pragma: no cover - abstract
         """Partial mode after a step: what the agent sees now, recorded in ``_seen``."""
         raise NotImplementedError
 
-    def _conflict_fact(self) -> Fact | None:  # pragma: no cover - abstract
-        """A false fact for a slot that did not change this step, or None."""
+    def _conflict_fact(self) -> Fact | None:
+        """A false fact for an entity of :meth:`_lie_entities` whose slot did not change
+        this step (so the previous observation showed its true value), or None if there
+        is none: an item (in ``_loc``) in another of :meth:`_lie_places`, any other
+        entity in the other value of its two-valued state (:attr:`conflict_states`)."""
+        changed = self._changed
+        candidates = [e for e in self._lie_entities() if e not in changed]
+        if not candidates:
+            return None
+        ent = self._obs_rng.pick(candidates)
+        if ent in self._loc:
+            old = self._loc[ent]
+            return self._obs_rng.pick([p for p in self._lie_places(ent) if p != old])
+        state, other = self.conflict_states[self._kind[ent]]
+        return (other, ent) if (state, ent) in self._store else (state, ent)
+
+    def _lie_entities(self) -> tuple[str, ...]:  # pragma: no cover - abstract
+        """The entities a conflict may lie about, in world order."""
+        raise NotImplementedError
+
+    def _lie_places(self, item: str) -> list[Fact]:  # pragma: no cover - abstract
+        """The location facts a conflict may put ``item`` in (its true one is left out)."""
         raise NotImplementedError
 
     def _phantom_facts(self, rng: Rng) -> list[Fact]:  # pragma: no cover - abstract
@@ -276,9 +335,13 @@ class EnvironmentBase(Generic[W]):
             out.append(f)
 
     def _place_of(self, fact: Fact, slot: Hashable) -> Hashable | None:
-        """The place ``fact`` puts an object in (a floor, a container, the hands), or
-        None when the fact puts nothing anywhere."""
-        return None
+        """The place a location fact of an item (:attr:`item_kinds`) puts it in:
+        ``(kind, where)`` by :attr:`item_places` (a floor, a container...), or
+        ``"hands"``; None for any other fact."""
+        if slot[0] != "loc" or self._kind.get(fact[1]) not in self.item_kinds:  # type: ignore[index]
+            return None
+        kind = self.item_places.get(fact[0])
+        return "hands" if kind is None else (kind, fact[2])
 
     def _knows(self, fact: Fact) -> bool:
         """Partial mode: the agent's picture holds ``fact`` (:meth:`LastSeen.knows`)."""
@@ -298,6 +361,11 @@ class EnvironmentBase(Generic[W]):
 
     def gold_state(self) -> Canonical:
         return self._store.canonical()
+
+    def _new_store(self, facts: Iterable[Fact]) -> FactStore:
+        """Make ``facts`` the whole world state (at reset and on restore)."""
+        self._store = FactStore(facts)
+        return self._store
 
     def preconditions(self, action: Action) -> frozenset[Fact] | None:
         pre = self._pre(action)
@@ -334,6 +402,19 @@ class EnvironmentBase(Generic[W]):
         self._loc[x] = new
         self._store.replace(old, new)
         self._changed.add(x)
+
+    def _locate(self, f: Fact) -> bool:
+        """Index ``f`` when it says where the agent or an item is (True), else do
+        nothing (False): for worlds whose agent walks between rooms and whose items
+        lie in places (``_agent``, ``_loc`` and the ``_place`` hook)."""
+        if f[0] == "at" and f[1] == "agent":
+            self._agent = f[2]
+        elif (f[0] in self.item_places or f[0] == "held") and self._kind.get(f[1]) in self.item_kinds:
+            self._loc[f[1]] = f
+            self._place(f[1], f)
+        else:
+            return False
+        return True
 
     def _place(self, x: str, f: Fact) -> None:  # pragma: no cover - only worlds with items
         raise NotImplementedError

@@ -138,32 +138,16 @@ compare it with a breadth-first search over the real dynamics on small worlds.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from horizonbench.datasets.worlds.base import (
-    Action,
-    Canonical,
-    Fact,
-    FactStore,
-    Rng,
-    State,
-    Subgoal,
-    Task,
-    format_fact,
-)
+from horizonbench.datasets.worlds.base import Action, Canonical, Fact, Rng, State, Subgoal, Task, format_fact
 from horizonbench.datasets.worlds.environment import EnvironmentBase, entity_kinds
-from horizonbench.datasets.worlds.graph_nav_world import (
-    ARCHETYPES,
-    DOORS_TABLE,
-    MAX_OBJECT_ROOMS,
-    NAME,
-    Archetype,
-    World,
-    build_world,
-    decoy_names,
-    door_count,
-    solve,
-)
+from horizonbench.datasets.worlds.graph_nav_world import ARCHETYPES as ARCHETYPES
+from horizonbench.datasets.worlds.graph_nav_world import DOORS_TABLE as DOORS_TABLE
+from horizonbench.datasets.worlds.graph_nav_world import MAX_OBJECT_ROOMS as MAX_OBJECT_ROOMS
+from horizonbench.datasets.worlds.graph_nav_world import NAME, World, build_world, decoy_names, solve
+from horizonbench.datasets.worlds.graph_nav_world import Archetype as Archetype
+from horizonbench.datasets.worlds.graph_nav_world import door_count as door_count
 from horizonbench.datasets.worlds.observation import CONFLICT_RATE, PHANTOM_VIEWS, phantom_names
 
 #: verb -> number of arguments
@@ -231,51 +215,32 @@ _CLASH = {
 
 # --- the environment ------------------------------------------------------------------
 
+#: the entity kinds, in the order the task lists them
+_KINDS = ("room", "door", "key", "switch", "decoy")
 _PLURAL = {"room": "rooms", "door": "doors", "key": "keys", "switch": "switches", "decoy": "decoys"}
 
 
-def _item_place(fact: Fact) -> Hashable:
-    """Where an item-location fact puts the item, as a place the agent can look at."""
-    if fact[0] == "at":
-        return ("floor", fact[2])
-    if fact[0] == "in_lock":
-        return ("lock", fact[2])
-    return "hands"
-
-
 class GraphNav(EnvironmentBase[World]):
-    """The GraphNav environment (see the module docstring). One instance runs one
-    episode at a time; :meth:`reset` starts a new one."""
+    """GraphNav: the rules of the module docstring, on the shared episode machinery."""
 
-    name: ClassVar[str] = NAME
-    verbs: ClassVar[Mapping[str, int]] = VERBS
-    error_labels: ClassVar[tuple[str, ...]] = ERROR_LABELS
     #: the entity kinds ``sc`` counts: the nodes (keys, switches and decoys are objects)
-    sc_kinds: ClassVar[tuple[str, ...]] = ("room",)
-    predicates: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = PREDICATES
-    task_predicates: ClassVar[frozenset[str]] = TASK_PREDICATES
-    signatures: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = _SIGNATURES
-    slot_of_predicate: ClassVar[Mapping[str, str]] = _SLOT_OF_PREDICATE
-    clashes: ClassVar[Mapping[str, str]] = _CLASH
-    win_message: ClassVar[str] = "goal reached"
+    name, verbs, error_labels, sc_kinds = NAME, VERBS, ERROR_LABELS, ("room",)
+    generate, solver = staticmethod(build_world), staticmethod(solve)
+    predicates, task_predicates, signatures = PREDICATES, TASK_PREDICATES, _SIGNATURES
+    slot_of_predicate, clashes = _SLOT_OF_PREDICATE, _CLASH
+    #: where an item can be: on a floor, in a door's lock, in the hands (any other fact)
+    item_kinds, item_places = _ITEMS, {"at": "floor", "in_lock": "lock"}
+    conflict_states = {"door": ("locked", "unlocked"), "switch": ("on", "off")}
 
     # -- reset -------------------------------------------------------------------------
 
     def _build(self, seed: int, archetype: int) -> int:
-        spec = self.spec
-        w = build_world(spec.sc, spec.dd, seed, archetype)
-        self._world = w
-        self._decoys = decoy_names(w, spec.branching)
+        w = self._w
+        self._decoys = decoy_names(w, self.spec.branching)
         self._items = (*w.keys, *self._decoys)
-        self._kind = entity_kinds(
-            (
-                (w.rooms, "room"),
-                (w.doors, "door"),
-                (w.keys, "key"),
-                (w.switches, "switch"),
-                (tuple(self._decoys), "decoy"),
-            )
-        )
+        names = (w.rooms, w.doors, w.keys, w.switches, tuple(self._decoys))
+        self._entities = dict(zip(_KINDS, names, strict=True))
+        self._kind = entity_kinds(self._entities)
         self._room_index = {r: i for i, r in enumerate(w.rooms)}
         self._door_fact = {d: ("door", d, *w.ends[d]) for d in w.doors}
         self._doors_at: dict[str, tuple[str, ...]] = {r: () for r in w.rooms}
@@ -297,11 +262,10 @@ class GraphNav(EnvironmentBase[World]):
         self._static = self._static_facts()
         self._static_set = frozenset(self._static)
         self._initial = self._initial_facts()
-        self._plan = solve(spec.sc, spec.dd, seed, archetype)
         self._task = self._make_task()
-        self._load(self._initial)
         self._ever_held: set[str] = set()
-        self._ever_at: set[tuple[str, str]] = {(x, self._loc[x][2]) for x in self._items}
+        self._ever_at: set[tuple[str, str]] = set()
+        self._load(self._initial)  # every item starts on a floor: _ever_at holds its start
         return len(self._initial)
 
     def _pair(self, a: str, b: str) -> tuple[str, str]:
@@ -329,24 +293,17 @@ class GraphNav(EnvironmentBase[World]):
     def _load(self, facts: Iterable[Fact]) -> None:
         """(Re)build every index from a whole state."""
         w = self._w
-        self._store = FactStore(facts)
+        store = self._new_store(facts)
         self._floor: dict[str, set[str]] = {r: set() for r in w.rooms}
         self._held: set[str] = set()
         self._loc: dict[str, Fact] = {}
         self._locked: dict[str, bool] = {}
         self._on: dict[str, bool] = {}
-        kind = self._kind
-        for f in self._store.canonical():
+        for f in store.canonical():
+            if self._locate(f):
+                continue
             p = f[0]
-            if p == "at" and f[1] == "agent":
-                self._agent = f[2]
-            elif p in ("at", "held", "in_lock") and kind.get(f[1]) in _ITEMS:
-                self._loc[f[1]] = f
-                if p == "at":
-                    self._floor[f[2]].add(f[1])
-                elif p == "held":
-                    self._held.add(f[1])
-            elif p in ("locked", "unlocked"):
+            if p in ("locked", "unlocked"):
                 self._locked[f[1]] = p == "locked"
             elif p in ("on", "off"):
                 self._on[f[1]] = p == "on"
@@ -365,30 +322,18 @@ class GraphNav(EnvironmentBase[World]):
                 facts.append(("after", d, after))
             sealed = w.objects[d] if after else ()
             subgoals.append(Subgoal(d, ("unlocked", d), w.requires[d], w.enablers(d), after, sealed))
-        entities = {
-            "room": w.rooms,
-            "door": w.doors,
-            "key": w.keys,
-            "switch": w.switches,
-            "decoy": tuple(self._decoys),
+        goal = (("at", "agent", w.goal_room),)
+        extra = {
+            "rooms": len(w.rooms),
+            "doors": len(w.doors),
+            "regions": tuple(len(members) for members in w.regions),
+            "region_parents": w.parents,
+            "keys": len(w.keys),
+            "switches": len(w.switches),
+            "decoys": len(self._decoys),
+            "requirement_kinds": tuple(tuple(p[0] for p in w.requires[d]) for d in w.doors),
         }
-        return self._task_of(
-            text=self._task_text(entities),
-            facts=facts,
-            goal=(("at", "agent", w.goal_room),),
-            subgoals=subgoals,
-            entities=entities,
-            extra={
-                "rooms": len(w.rooms),
-                "doors": len(w.doors),
-                "regions": tuple(len(members) for members in w.regions),
-                "region_parents": w.parents,
-                "keys": len(w.keys),
-                "switches": len(w.switches),
-                "decoys": len(self._decoys),
-                "requirement_kinds": tuple(tuple(p[0] for p in w.requires[d]) for d in w.doors),
-            },
-        )
+        return self._task_of(self._task_text(self._entities), facts, goal, subgoals, self._entities, extra)
 
     def _task_text(self, entities: Mapping[str, tuple[str, ...]]) -> str:
         w = self._w
@@ -531,9 +476,8 @@ class GraphNav(EnvironmentBase[World]):
 
     # -- mutation ----------------------------------------------------------------------
 
-    def _mutate(self) -> tuple[str, ...]:
-        """One exogenous change, uniform over the possible ones (in world order, so the
-        choice never depends on hash order)."""
+    def _mutations(self) -> list[tuple[str, str]]:
+        """Turn a switch off, let a held key slip, move a key lying on a floor."""
         w = self._w
         options: list[tuple[str, str]] = [("off", s) for s in w.switches if self._on[s]]
         for key in w.keys:
@@ -542,21 +486,16 @@ class GraphNav(EnvironmentBase[World]):
                 options.append(("slip", key))
             elif p[0] == "at" and len(w.regions[w.region_of[p[2]]]) > 1:
                 options.append(("move", key))
-        if not options:
-            return ()
-        kind, ent = self._mut_rng.pick(options)
-        if kind == "off":
-            self._flip(("on", ent), ("off", ent))
-            self._on[ent] = False
-            return (f"{ent} was switched off",)
+        return options
+
+    def _mutation(self, kind: str, ent: str) -> tuple[str, ...]:
         if kind == "slip":
             self._move(ent, ("at", ent, self._agent))
             return (f"{ent} slipped from the agent's hands onto the floor of {self._agent}",)
-        old = self._loc[ent]
-        others = [r for r in w.regions[w.region_of[old[2]]] if r != old[2]]
-        new = ("at", ent, self._mut_rng.pick(others))
-        self._move(ent, new)
-        return (f"{ent} was moved: {format_fact(old)} -> {format_fact(new)}",)
+        w = self._w
+        room = self._loc[ent][2]
+        others = [r for r in w.regions[w.region_of[room]] if r != room]
+        return self._moved(ent, ("at", ent, self._mut_rng.pick(others)))
 
     # -- observation -------------------------------------------------------------------
 
@@ -591,27 +530,12 @@ class GraphNav(EnvironmentBase[World]):
         self._see(shown, out)
         return tuple(sorted(set(out)))
 
-    def _place_of(self, fact: Fact, slot: Hashable) -> Hashable | None:
-        """An item's place: a floor, a door's lock, the hands."""
-        return _item_place(fact) if self._kind.get(fact[1]) in _ITEMS else None
-
-    def _conflict_fact(self) -> Fact | None:
-        """A false fact for a slot that did not change this step (so the previous
-        observation showed its true value), or None if there is none."""
+    def _lie_entities(self) -> tuple[str, ...]:
         w = self._w
-        changed = self._changed
-        candidates = [e for e in (*w.doors, *w.switches, *w.keys) if e not in changed]
-        if not candidates:
-            return None
-        ent = self._obs_rng.pick(candidates)
-        kind = self._kind[ent]
-        if kind == "door":
-            return ("unlocked", ent) if self._locked[ent] else ("locked", ent)
-        if kind == "switch":
-            return ("off", ent) if self._on[ent] else ("on", ent)
-        places = [("at", ent, r) for r in w.rooms] + [("held", ent)]
-        old = self._loc[ent]
-        return self._obs_rng.pick([p for p in places if p != old])
+        return (*w.doors, *w.switches, *w.keys)
+
+    def _lie_places(self, item: str) -> list[Fact]:
+        return [("at", item, r) for r in self._w.rooms] + [("held", item)]
 
     def _phantom_facts(self, rng: Rng) -> list[Fact]:
         """A persistent building of rooms, doors, keys and switches that do not exist."""
@@ -695,21 +619,13 @@ class GraphNav(EnvironmentBase[World]):
         self._ever_at = set(ever_at)
 
 
+#: this module's names (its world's, from graph_nav_world.py, are importable here too)
 __all__: Sequence[str] = [
-    "ARCHETYPES",
-    "Archetype",
     "CONFLICT_RATE",
-    "DOORS_TABLE",
     "ERROR_LABELS",
     "GraphNav",
-    "MAX_OBJECT_ROOMS",
     "PHANTOM_VIEWS",
     "PREDICATES",
     "TASK_PREDICATES",
     "VERBS",
-    "World",
-    "build_world",
-    "decoy_names",
-    "door_count",
-    "solve",
 ]

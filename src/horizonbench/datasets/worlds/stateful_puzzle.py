@@ -122,34 +122,24 @@ a breadth-first search over the real dynamics on small worlds.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-from horizonbench.datasets.worlds.base import (
-    Action,
-    Canonical,
-    Fact,
-    FactStore,
-    Rng,
-    State,
-    Subgoal,
-    Task,
-    format_fact,
-)
+from horizonbench.datasets.worlds.base import Action, Canonical, Fact, Rng, State, Subgoal, Task, format_fact
 from horizonbench.datasets.worlds.environment import EnvironmentBase, entity_kinds
 from horizonbench.datasets.worlds.observation import CONFLICT_RATE, PHANTOM_VIEWS, phantom_names
+from horizonbench.datasets.worlds.stateful_puzzle_world import ARCHETYPES as ARCHETYPES
 from horizonbench.datasets.worlds.stateful_puzzle_world import (
-    ARCHETYPES,
     NAME,
     SC_TABLE,
-    Archetype,
-    Components,
-    Stage,
     World,
     build_world,
-    components,
     decoy_names,
     solve,
 )
+from horizonbench.datasets.worlds.stateful_puzzle_world import Archetype as Archetype
+from horizonbench.datasets.worlds.stateful_puzzle_world import Components as Components
+from horizonbench.datasets.worlds.stateful_puzzle_world import Stage as Stage
+from horizonbench.datasets.worlds.stateful_puzzle_world import components as components
 
 #: verb -> number of arguments
 VERBS: Mapping[str, int] = {
@@ -231,6 +221,8 @@ _CLASH = {"loc": "is in two places", "state": "is both open and closed", "status
 # --- the environment ---------------------------------------------------------------
 
 
+#: the entity kinds, in the order the task lists them
+_KINDS = ("room", "container", "item", "switch", "decoy", "subgoal")
 _PLURAL = {
     "room": "rooms",
     "container": "containers",
@@ -246,50 +238,27 @@ def _natural(name: str) -> tuple[str, int]:
     return stem, int(name[len(stem) :] or 0)
 
 
-def _loc_key(fact: Fact) -> Hashable:
-    """Where an item-location fact puts the item, as a viewable place."""
-    if fact[0] == "at":
-        return ("floor", fact[2])
-    if fact[0] == "in":
-        return ("box", fact[2])
-    if fact[0] == "fitted":
-        return ("host", fact[2])
-    return "hands"
-
-
 class StatefulPuzzle(EnvironmentBase[World]):
-    """The StatefulPuzzle environment (see the module docstring). One instance runs one
-    episode at a time; :meth:`reset` starts a new one."""
+    """StatefulPuzzle: the rules of the module docstring on the shared episode machinery."""
 
-    name: ClassVar[str] = NAME
-    verbs: ClassVar[Mapping[str, int]] = VERBS
-    error_labels: ClassVar[tuple[str, ...]] = ERROR_LABELS
+    generate, solver = staticmethod(build_world), staticmethod(solve)
+    name, verbs, error_labels, win_message = NAME, VERBS, ERROR_LABELS, "all subgoals done"
     #: the entity kinds ``sc`` counts (switches are fixtures; decoys come from branching)
-    sc_kinds: ClassVar[tuple[str, ...]] = ("room", "container", "item")
-    predicates: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = PREDICATES
-    task_predicates: ClassVar[frozenset[str]] = TASK_PREDICATES
-    signatures: ClassVar[Mapping[str, tuple[frozenset[str], ...]]] = _SIGNATURES
-    slot_of_predicate: ClassVar[Mapping[str, str]] = _SLOT_OF_PREDICATE
-    clashes: ClassVar[Mapping[str, str]] = _CLASH
-    win_message: ClassVar[str] = "all subgoals done"
+    sc_kinds = ("room", "container", "item")
+    predicates, task_predicates, clashes = PREDICATES, TASK_PREDICATES, _CLASH
+    signatures, slot_of_predicate = _SIGNATURES, _SLOT_OF_PREDICATE
+    #: where a movable can be: on a floor, in a container, fitted on a host, in the hands
+    item_kinds, item_places = _MOVABLE, {"at": "floor", "in": "box", "fitted": "host"}
+    conflict_states = {"container": ("open", "closed"), "switch": ("on", "off")}
 
     # -- reset ---------------------------------------------------------------------
 
     def _build(self, seed: int, archetype: int) -> int:
-        spec = self.spec
-        w = build_world(spec.sc, spec.dd, seed, archetype)
-        self._world = w
-        self._decoys = decoy_names(w, spec.branching)
-        self._kind = entity_kinds(
-            (
-                (w.rooms, "room"),
-                (w.containers, "container"),
-                (w.items, "item"),
-                (w.switches, "switch"),
-                (tuple(self._decoys), "decoy"),
-                (w.subgoal_names, "subgoal"),
-            )
-        )
+        w = self._w
+        self._decoys = decoy_names(w, self.spec.branching)
+        names = (w.rooms, w.containers, w.items, w.switches, tuple(self._decoys), w.subgoal_names)
+        self._entities = dict(zip(_KINDS, names, strict=True))
+        self._kind = entity_kinds(self._entities)
         self._room_index = {r: i for i, r in enumerate(w.rooms)}
         self._boxes_in = {r: tuple(b for b in w.containers if w.room_of[b] == r) for r in w.rooms}
         self._switches_in = {r: tuple(s for s in w.switches if w.room_of[s] == r) for r in w.rooms}
@@ -302,7 +271,6 @@ class StatefulPuzzle(EnvironmentBase[World]):
         self._movable = tuple(w.items) + tuple(self._decoys)
         self._static = self._static_facts()
         self._initial = self._initial_facts()
-        self._plan = solve(spec.sc, spec.dd, seed, archetype)
         self._task = self._make_task()
         self._status_slots = tuple((("status", s.name), s.name) for s in w.stages)
         self._load(self._initial)
@@ -336,7 +304,7 @@ class StatefulPuzzle(EnvironmentBase[World]):
     def _load(self, facts: Iterable[Fact]) -> None:
         """(Re)build every index from a whole state."""
         w = self._w
-        self._store = FactStore(facts)
+        store = self._new_store(facts)
         self._floor: dict[str, set[str]] = {r: set() for r in w.rooms}
         self._contents: dict[str, set[str]] = {b: set() for b in w.containers}
         self._parts: dict[str, set[str]] = {}
@@ -346,21 +314,18 @@ class StatefulPuzzle(EnvironmentBase[World]):
         self._locked: dict[str, bool] = {}
         self._on: dict[str, bool] = {}
         self._ndone = 0
-        for f in self._store.canonical():
+        for f in store.canonical():
+            if self._locate(f):
+                continue
             p = f[0]
-            if p == "at" and f[1] == "agent":
-                self._agent = f[2]
-            elif p in ("at", "in", "held", "fitted") and self._kind.get(f[1]) in _MOVABLE:
-                self._loc[f[1]] = f
-                self._place(f[1], f)
+            if p == "done":
+                self._ndone += 1
             elif p in ("open", "closed"):
                 self._open[f[1]] = p == "open"
             elif p in ("locked", "unlocked"):
                 self._locked[f[1]] = p == "locked"
             elif p in ("on", "off"):
                 self._on[f[1]] = p == "on"
-            elif p == "done":
-                self._ndone += 1
         self._won = self._ndone == len(w.stages)
 
     def _holder(self, f: Fact) -> set[str]:
@@ -400,31 +365,19 @@ class StatefulPuzzle(EnvironmentBase[World]):
                 facts += [("sealed_until", e, after) for e in sealed]
             subgoals.append(Subgoal(st.name, st.goal, st.preconditions, st.enablers, after, sealed))
         facts += [f for f in self._static if f[0] in ("key_of", "part_of")]
-        entities = {
-            "room": w.rooms,
-            "container": w.containers,
-            "item": w.items,
-            "switch": w.switches,
-            "decoy": tuple(self._decoys),
-            "subgoal": w.subgoal_names,
-        }
         comp = SC_TABLE[w.sc]
-        return self._task_of(
-            text=self._task_text(subgoals, entities),
-            facts=facts,
-            goal=tuple(sorted(("done", s.name) for s in w.stages)),
-            subgoals=subgoals,
-            entities=entities,
-            extra={
-                "rooms": comp.rooms,
-                "containers": comp.containers,
-                "items": comp.items,
-                "subgoals": comp.subgoals,
-                "switches": len(w.switches),
-                "decoys": len(self._decoys),
-                "mechanisms": tuple(tuple(kind for kind, _ in st.mechanisms) for st in w.stages),
-            },
-        )
+        goal = tuple(sorted(("done", s.name) for s in w.stages))
+        extra = {
+            "rooms": comp.rooms,
+            "containers": comp.containers,
+            "items": comp.items,
+            "subgoals": comp.subgoals,
+            "switches": len(w.switches),
+            "decoys": len(self._decoys),
+            "mechanisms": tuple(tuple(kind for kind, _ in st.mechanisms) for st in w.stages),
+        }
+        text = self._task_text(subgoals, self._entities)
+        return self._task_of(text, facts, goal, subgoals, self._entities, extra)
 
     def _task_text(self, subgoals: Sequence[Subgoal], entities: Mapping[str, tuple[str, ...]]) -> str:
         lines = ["You act in a world of rooms joined by doors, containers (open or closed, some locked),"]
@@ -565,9 +518,8 @@ class StatefulPuzzle(EnvironmentBase[World]):
 
     # -- mutation ------------------------------------------------------------------
 
-    def _mutate(self) -> tuple[str, ...]:
-        """One exogenous change, uniform over the possible ones (world order, so the
-        choice never depends on hash order)."""
+    def _mutations(self) -> list[tuple[str, str]]:
+        """Close an open container, turn a switch off, move a loose item."""
         w = self._w
         options: list[tuple[str, str]] = []
         options += [("close", b) for b in w.containers if self._open[b]]
@@ -576,17 +528,14 @@ class StatefulPuzzle(EnvironmentBase[World]):
             loc = self._loc[x]
             if loc[0] == "at" or (loc[0] == "in" and self._open[loc[2]]):
                 options.append(("move", x))
-        if not options:
-            return ()
-        kind, ent = self._mut_rng.pick(options)
+        return options
+
+    def _mutation(self, kind: str, ent: str) -> tuple[str, ...]:
         if kind == "close":
             self._flip(("open", ent), ("closed", ent))
             self._open[ent] = False
             return (f"{ent} was closed",)
-        if kind == "off":
-            self._flip(("on", ent), ("off", ent))
-            self._on[ent] = False
-            return (f"{ent} was switched off",)
+        w = self._w
         old = self._loc[ent]
         j = w.stage_of.get(ent)
         forbidden = None
@@ -598,9 +547,7 @@ class StatefulPuzzle(EnvironmentBase[World]):
         places = [p for p in places if p != old and p != forbidden]
         if not places:
             return ()
-        new = self._mut_rng.pick(places)
-        self._move(ent, new)
-        return (f"{ent} was moved: {format_fact(old)} -> {format_fact(new)}",)
+        return self._moved(ent, self._mut_rng.pick(places))
 
     # -- observation ---------------------------------------------------------------
 
@@ -642,28 +589,13 @@ class StatefulPuzzle(EnvironmentBase[World]):
         out.sort()
         return tuple(out)
 
-    def _place_of(self, fact: Fact, slot: Hashable) -> Hashable | None:
-        """A movable's place: a floor, a container, a host item, the hands."""
-        if slot[0] == "loc" and self._kind.get(fact[1]) in _MOVABLE:  # type: ignore[index]
-            return _loc_key(fact)
-        return None
-
-    def _conflict_fact(self) -> Fact | None:
-        """A false fact for a slot that did not change this step (so the previous
-        observation showed its true value), or None if there is none."""
+    def _lie_entities(self) -> tuple[str, ...]:
         w = self._w
-        candidates = [e for e in (*w.items, *w.containers, *w.switches) if e not in self._changed]
-        if not candidates:
-            return None
-        ent = self._obs_rng.pick(candidates)
-        kind = self._kind[ent]
-        if kind == "container":
-            return ("closed", ent) if self._open[ent] else ("open", ent)
-        if kind == "switch":
-            return ("off", ent) if self._on[ent] else ("on", ent)
-        old = self._loc[ent]
-        places = [("at", ent, r) for r in w.rooms] + [("in", ent, b) for b in w.containers]
-        return self._obs_rng.pick([p for p in places if p != old])
+        return (*w.items, *w.containers, *w.switches)
+
+    def _lie_places(self, item: str) -> list[Fact]:
+        w = self._w
+        return [("at", item, r) for r in w.rooms] + [("in", item, b) for b in w.containers]
 
     def _phantom_facts(self, rng: Rng) -> list[Fact]:
         """A persistent world of rooms, containers, items and switches that do not exist."""
@@ -760,23 +692,14 @@ class StatefulPuzzle(EnvironmentBase[World]):
         self._load(state)
 
 
+#: this module's names (its world's, from stateful_puzzle_world.py, are importable here too)
 __all__: Sequence[str] = [
-    "ARCHETYPES",
-    "Archetype",
     "CONFLICT_RATE",
-    "Components",
     "ERROR_LABELS",
     "LOCATION_PREDICATES",
     "PHANTOM_VIEWS",
     "PREDICATES",
-    "SC_TABLE",
-    "Stage",
-    "TASK_PREDICATES",
     "StatefulPuzzle",
+    "TASK_PREDICATES",
     "VERBS",
-    "World",
-    "build_world",
-    "components",
-    "decoy_names",
-    "solve",
 ]

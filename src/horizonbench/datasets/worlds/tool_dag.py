@@ -142,19 +142,9 @@ from __future__ import annotations
 
 from bisect import insort
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any, ClassVar, cast
+from typing import Any, cast
 
-from horizonbench.datasets.worlds.base import (
-    Action,
-    Canonical,
-    Fact,
-    FactStore,
-    Rng,
-    State,
-    Subgoal,
-    Task,
-    format_fact,
-)
+from horizonbench.datasets.worlds.base import Action, Canonical, Fact, Rng, State, Subgoal, Task, format_fact
 from horizonbench.datasets.worlds.environment import EnvironmentBase, entity_kinds
 from horizonbench.datasets.worlds.observation import CONFLICT_RATE, PHANTOM_VIEWS, phantom_names
 from horizonbench.datasets.worlds.tool_dag_world import (
@@ -162,20 +152,20 @@ from horizonbench.datasets.worlds.tool_dag_world import (
     NAME,
     PARAM_NAMES,
     TAINT,
-    TOKEN_DIGITS,
     TYPE_NAMES,
-    Archetype,
-    Components,
     Decoys,
     World,
     _avoiding,
     build_decoys,
     build_world,
     components,
-    optimal_length,
     solve,
     token,
 )
+from horizonbench.datasets.worlds.tool_dag_world import TOKEN_DIGITS as TOKEN_DIGITS
+from horizonbench.datasets.worlds.tool_dag_world import Archetype as Archetype
+from horizonbench.datasets.worlds.tool_dag_world import Components as Components
+from horizonbench.datasets.worlds.tool_dag_world import optimal_length as optimal_length
 
 #: a state slot: facts of one slot exclude each other (``("var", name)``,
 #: ``("arg", tool, param)``, ``("type", name)``, ``("status", target)``)
@@ -233,26 +223,20 @@ _CLASH = {
 
 
 class ToolDAG(EnvironmentBase[World]):
-    """The ToolDAG environment (see the module docstring). One instance runs one
-    episode at a time; :meth:`reset` starts a new one."""
+    """ToolDAG: the rules of the module docstring on the shared episode machinery
+    (its ``_pre`` checks actions itself: arguments are names, parameters and tokens)."""
 
-    name: ClassVar[str] = NAME
-    verbs: ClassVar[Mapping[str, int]] = VERBS
-    error_labels: ClassVar[tuple[str, ...]] = ERROR_LABELS
+    name, verbs, error_labels = NAME, VERBS, ERROR_LABELS
     #: the entity kinds ``sc`` counts (given inputs are constants; decoys come from branching)
-    sc_kinds: ClassVar[tuple[str, ...]] = ("variable",)
-    predicates: ClassVar[Mapping[str, tuple[str, ...]]] = PREDICATES
-    task_predicates: ClassVar[frozenset[str]] = TASK_PREDICATES
-    clashes: ClassVar[Mapping[str, str]] = _CLASH
-    win_message: ClassVar[str] = "result accepted"
+    sc_kinds = ("variable",)
+    predicates, task_predicates, clashes, win_message = PREDICATES, TASK_PREDICATES, _CLASH, "result accepted"
+    generate, solver = staticmethod(build_world), staticmethod(solve)
 
     # -- reset ---------------------------------------------------------------------
 
     def _build(self, seed: int, archetype: int) -> int:
-        spec = self.spec
-        w = build_world(spec.sc, spec.dd, seed, archetype)
-        dec = build_decoys(spec.sc, spec.dd, seed, archetype, spec.branching)
-        self._world, self._decoys = w, dec
+        spec, w = self.spec, self._w
+        self._decoys = dec = build_decoys(spec.sc, spec.dd, seed, archetype, spec.branching)
         self._target = w.target
         self._inputs = frozenset(w.inputs)
         self._computed = (*w.variables, *dec.scratch)
@@ -262,16 +246,9 @@ class ToolDAG(EnvironmentBase[World]):
         self._clean = frozenset(self._genuine.values())
         self._writes: dict[str, str] = {**w.writes, **dec.writes}
         self._all_tools = (*w.tools, *dec.tools)
-        self._kind = entity_kinds(
-            (
-                (w.variables, "variable"),
-                (w.inputs, "input"),
-                (w.tools, "tool"),
-                (dec.tools, "decoy"),
-                (dec.scratch, "scratch"),
-            ),
-            agent=False,
-        )
+        names = (w.variables, w.inputs, w.tools, dec.tools, dec.scratch)
+        self._entities = dict(zip(("variable", "input", "tool", "decoy", "scratch"), names, strict=True))
+        self._kind = entity_kinds(self._entities, agent=False)
         # per tool: its parameters with their types, and the tokens of its genuine wiring
         self._signature: dict[str, tuple[tuple[str, str], ...]] = {}
         self._ptype: dict[tuple[str, str], str] = {}
@@ -287,7 +264,6 @@ class ToolDAG(EnvironmentBase[World]):
         for u in (*w.inputs, *w.variables, *dec.scratch):
             self._by_type[self._type_of[u]] += (u,)
         self._token_cache: dict[tuple[str, tuple[str, ...]], str] = {}
-        self._plan = solve(spec.sc, spec.dd, seed, archetype)
         self._task = self._make_task()
         self._static_valid: list[Action] | None = None  # built on first use: large worlds have many
         self._lie_slots: tuple[Slot, ...] = (
@@ -298,8 +274,7 @@ class ToolDAG(EnvironmentBase[World]):
         self._val.update((u, None) for u in self._computed)
         self._bound: dict[tuple[str, str], str | None] = dict.fromkeys(self._params)
         self._won = False
-        self._store = FactStore(self._initial_facts())
-        return len(self._store)
+        return len(self._new_store(self._initial_facts()))
 
     def _initial_facts(self) -> list[Fact]:
         facts: list[Fact] = [("type", u, ty) for u, ty in self._type_of.items()]
@@ -351,32 +326,20 @@ class ToolDAG(EnvironmentBase[World]):
         for d in dec.tools:
             facts.append(("writes", d, dec.writes[d], dec.type_of[dec.writes[d]]))
             facts += [("param", d, a, ty) for a, ty in zip(w.params, dec.param_types[d], strict=True)]
-        entities = {
-            "variable": w.variables,
-            "input": w.inputs,
-            "tool": w.tools,
-            "decoy": dec.tools,
-            "scratch": dec.scratch,
-        }
         comp = components(w.sc, w.dd)
-        return self._task_of(
-            text=self._task_text(),
-            facts=facts,
-            goal=(("submitted", w.target),),
-            subgoals=subgoals,
-            entities=entities,
-            extra={
-                "variables": comp.variables,
-                "tools": comp.tools,
-                "inputs": comp.inputs,
-                "decoys": len(dec.tools),
-                "shape": ARCHETYPES[w.archetype].shape,
-                "types": w.types,
-                "edges": sum(len(u) for u in w.upstream.values()),
-                "upstream": dict(w.upstream),
-                "order": w.order,
-            },
-        )
+        goal = (("submitted", w.target),)
+        extra = {
+            "variables": comp.variables,
+            "tools": comp.tools,
+            "inputs": comp.inputs,
+            "decoys": len(dec.tools),
+            "shape": ARCHETYPES[w.archetype].shape,
+            "types": w.types,
+            "edges": sum(len(u) for u in w.upstream.values()),
+            "upstream": dict(w.upstream),
+            "order": w.order,
+        }
+        return self._task_of(self._task_text(), facts, goal, subgoals, self._entities, extra)
 
     def _signature_text(self, t: str, names: Sequence[str] | None) -> str:
         parts = []
@@ -704,33 +667,19 @@ class ToolDAG(EnvironmentBase[World]):
 
     def _restore_state(self, state: Any) -> None:
         facts, val, bound, won = state
-        self._store = FactStore(facts)
+        self._new_store(facts)
         self._val = dict(val)
         self._bound = dict(bound)
         self._won = won
 
 
+#: this module's names (its world's, from tool_dag_world.py, are importable here too)
 __all__: Sequence[str] = [
-    "ARCHETYPES",
-    "Archetype",
     "CONFLICT_RATE",
-    "Components",
-    "Decoys",
     "ERROR_LABELS",
-    "PARAM_NAMES",
     "PHANTOM_VIEWS",
     "PREDICATES",
-    "TAINT",
     "TASK_PREDICATES",
-    "TOKEN_DIGITS",
-    "TYPE_NAMES",
     "ToolDAG",
     "VERBS",
-    "World",
-    "build_decoys",
-    "build_world",
-    "components",
-    "optimal_length",
-    "solve",
-    "token",
 ]
