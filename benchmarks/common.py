@@ -164,9 +164,9 @@ def median_spread(values: Sequence[float], fmt: str = "{:.2f}") -> tuple[float |
 class TreeSampler:
     """Peaks of the summed RSS and the summed PSS of a process and all its descendants.
 
-    RSS counts a page shared by several processes once in each: since the command forks
-    its side process after its imports, the pages they share copy-on-write (a few
-    hundred MiB of modules) are counted twice in the summed RSS. PSS splits each shared
+    RSS counts a page shared by several processes once in each: a forked child's pages
+    shared copy-on-write with its parent (a few hundred MiB of modules) are counted
+    twice in the summed RSS. PSS splits each shared
     page among its sharers, so the summed PSS is the tree's real footprint."""
 
     def __init__(self, pid: int, every: float = 0.1) -> None:
@@ -361,6 +361,15 @@ class Measure:
     @property
     def median(self) -> float:
         return statistics.median(self.samples)
+
+    @classmethod
+    def of_rounds(
+        cls, key: str, label: str, unit: str, rounds: tuple[list[float], list[dict[str, Any]]], **kw: Any
+    ) -> Measure:
+        """A row from one job's :func:`run_rounds` result (its rates, each run's details)."""
+        rates, runs = rounds
+        extra = {"runs": runs, **kw.pop("extra", {})}
+        return cls(key, label, unit, rates, **kw, extra=extra)
 
 
 def fmt_rate(x: float) -> str:

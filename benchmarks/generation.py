@@ -133,49 +133,17 @@ def measures(size: str, reps: int, workers: int) -> tuple[list[Measure], dict[st
             "generate_shard noise 1.0": lambda r: gen_in_process(1.0, n.noise, SEED0 + r),
         },
     )
-    rates, det = res["baseline (pure Python + networkx)"]
+    unit = "certified/CPU-s"
+    base, local, noisy = res.values()
+    label = "baseline: straightforward generator, 1 process"
+    out.append(Measure.of_rounds("baseline", label, unit, base, vs_reference=True))
+    vs = {"baseline": "baseline", "vs_reference": True}
+    out.append(Measure.of_rounds("in_process", "generate_shard, 1 process", unit, local, **vs))
+    label = f"  rejected candidates (of {n.local:,} per run)"
+    rejected = [float(d["rejected"]) for d in local[1]]
+    out.append(Measure("in_process_rejected", label, "candidates", rejected, integer=True))
     out.append(
-        Measure(
-            "baseline",
-            "baseline: straightforward generator, 1 process",
-            "certified/CPU-s",
-            rates,
-            vs_reference=True,
-            extra={"runs": det},
-        )
-    )
-    rates, det = res["generate_shard noise 0"]
-    out.append(
-        Measure(
-            "in_process",
-            "generate_shard, 1 process",
-            "certified/CPU-s",
-            rates,
-            baseline="baseline",
-            vs_reference=True,
-            extra={"runs": det},
-        )
-    )
-    out.append(
-        Measure(
-            "in_process_rejected",
-            f"  rejected candidates (of {n.local:,} per run)",
-            "candidates",
-            [float(d["rejected"]) for d in det],
-            integer=True,
-        )
-    )
-    rates, det = res["generate_shard noise 1.0"]
-    out.append(
-        Measure(
-            "in_process_noise1",
-            "generate_shard, noise 1.0, 1 process",
-            "certified/CPU-s",
-            rates,
-            baseline="baseline",
-            vs_reference=True,
-            extra={"runs": det},
-        )
+        Measure.of_rounds("in_process_noise1", "generate_shard, noise 1.0, 1 process", unit, noisy, **vs)
     )
     cluster, info = cluster_measures(n.cluster, reps, workers)
     return out + cluster, info
@@ -201,18 +169,15 @@ def cluster_measures(count: int, reps: int, n_workers: int) -> tuple[list[Measur
             reps,
             {"sample_family on LocalCluster": lambda r: gen_cluster(client, count, SEED0 + r, window)},
         )
-        rates, det = res["sample_family on LocalCluster"]
+        rounds = res["sample_family on LocalCluster"]
+    label = f"sample_family, LocalCluster {workers} worker{'s' if workers > 1 else ''}"
+    extra = {"workers": workers, "window": window}
     out = [
-        Measure(
-            "cluster",
-            f"sample_family, LocalCluster {workers} worker{'s' if workers > 1 else ''}",
-            "certified/s",
-            rates,
-            baseline="baseline",
-            vs_reference=True,
-            extra={"runs": det, "workers": workers, "window": window},
+        Measure.of_rounds(
+            "cluster", label, "certified/s", rounds, baseline="baseline", vs_reference=True, extra=extra
         )
     ]
+    det = rounds[1]
     cpu_count = os.cpu_count() or 1
     # the cluster can use at most one core per worker thread
     cores = min(cpu_count, workers * spec.threads_per_worker)

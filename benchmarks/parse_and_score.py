@@ -110,27 +110,18 @@ def measures(size: str, reps: int) -> list[Measure]:
         tag = f"noise {noise:g}"
         answers = gold_answers(inputs)
         time_scoring(answers[:5], 0.0)
-        res = run_rounds(reps, {f"score_plan {tag}": lambda r, i=answers: time_scoring(i, min_s)})
-        rates, det = res[f"score_plan {tag}"]
+        (rounds,) = run_rounds(
+            reps, {f"score_plan {tag}": lambda r, i=answers: time_scoring(i, min_s)}
+        ).values()
         out.append(
-            Measure(
-                f"score_{tag}", f"score_plan on gold plans ({tag})", "attempts/s", rates, extra={"runs": det}
-            )
+            Measure.of_rounds(f"score_{tag}", f"score_plan on gold plans ({tag})", "attempts/s", rounds)
         )
         if noise != 0.0:
             continue
         noisy = noisy_inputs(inputs, 0.05, 7)
         res = run_rounds(reps, {"score noisy": lambda r, i=noisy: time_scoring(i, min_s)})
-        rates, det = res["score noisy"]
-        out.append(
-            Measure(
-                "score_noisy",
-                "score_plan on noisy answers, eps 0.05 (noise 0)",
-                "attempts/s",
-                rates,
-                extra={"runs": det},
-            )
-        )
+        label = "score_plan on noisy answers, eps 0.05 (noise 0)"
+        out.append(Measure.of_rounds("score_noisy", label, "attempts/s", res["score noisy"]))
         res = run_rounds(
             reps,
             {
@@ -138,26 +129,11 @@ def measures(size: str, reps: int) -> list[Measure]:
                 "parse_plan": lambda r, i=inputs: time_parsing(i, min_s),
             },
         )
-        rates, det = res["parse_general"]
+        label = "parse_plan_general on formatted gold plans (the reader without its fast path)"
+        out.append(Measure.of_rounds("parse_general", label, "answers/s", res["parse_general"]))
+        label = "parse_plan on formatted gold plans (fast path)"
         out.append(
-            Measure(
-                "parse_general",
-                "parse_plan_general on formatted gold plans (the reader without its fast path)",
-                "answers/s",
-                rates,
-                extra={"runs": det},
-            )
-        )
-        rates, det = res["parse_plan"]
-        out.append(
-            Measure(
-                "parse",
-                "parse_plan on formatted gold plans (fast path)",
-                "answers/s",
-                rates,
-                baseline="parse_general",
-                extra={"runs": det},
-            )
+            Measure.of_rounds("parse", label, "answers/s", res["parse_plan"], baseline="parse_general")
         )
     return out
 
