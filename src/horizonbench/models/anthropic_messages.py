@@ -14,7 +14,6 @@ several are joined with blank lines. The SDK's retries are off: the engine retri
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import anthropic
@@ -25,7 +24,7 @@ from horizonbench.core.text import clean_text
 from horizonbench.core.types import Completion
 from horizonbench.models import failures as f
 from horizonbench.models.base import AttemptRequest
-from horizonbench.models.sdk_errors import classify_sdk_error
+from horizonbench.models.sdk_errors import SdkCalls
 from horizonbench.schemas.config import ModelSpec
 
 #: passed explicitly so ANTHROPIC_BASE_URL cannot silently redirect calls
@@ -41,8 +40,10 @@ def map_stop_reason(stop_reason: str | None) -> str:
     return _STOP_REASONS.get(stop_reason, stop_reason)
 
 
-class AnthropicModel:
+class AnthropicModel(SdkCalls):
     """Provider ``anthropic``."""
+
+    response_type = AnthropicMessage
 
     def __init__(self, spec: ModelSpec, api_key: str | None) -> None:
         if spec.provider != "anthropic" or not spec.model:
@@ -84,21 +85,8 @@ class AnthropicModel:
             body["system"] = system
         return body
 
-    def complete(self, request: AttemptRequest) -> Completion:
-        start = time.perf_counter()
-        try:
-            response = self.client.messages.create(**self.body(request))
-        except Exception as err:  # anything at all: classified and scrubbed
-            raise classify_sdk_error(err, self._secret) from None
-        return self.to_completion(response, time.perf_counter() - start)
-
-    def completion_from_json(self, body: dict[str, Any], *, batch: bool = False) -> Completion:
-        """A message body from a batch result line."""
-        try:
-            response = AnthropicMessage.model_validate(body)
-        except Exception as err:
-            raise classify_sdk_error(err, self._secret) from None
-        return self.to_completion(response, 0.0, batch=batch)
+    def _create(self, body: dict[str, Any]) -> Any:
+        return self.client.messages.create(**body)
 
     def to_completion(self, response: Any, latency: float, *, batch: bool = False) -> Completion:
         content = getattr(response, "content", None)

@@ -63,12 +63,16 @@ def _describe(error: Any) -> str:
     return str(error)
 
 
-class _OpenAIBatches:
+class _Batches:
+    """A provider's batch API, reached through the model's own client and secret."""
+
     def __init__(self, model: Any) -> None:
         self.model = model
         self.client = model.client
         self.secret: str | None = getattr(model, "_secret", None)
 
+
+class _OpenAIBatches(_Batches):
     def submit(self, items: list[tuple[str, AttemptRequest]]) -> str:
         client = self.client.copy(http_client=openai.DefaultHttpxClient())
         try:
@@ -126,12 +130,7 @@ class _OpenAIBatches:
         return out, note
 
 
-class _AnthropicBatches:
-    def __init__(self, model: Any) -> None:
-        self.model = model
-        self.client = model.client
-        self.secret: str | None = getattr(model, "_secret", None)
-
+class _AnthropicBatches(_Batches):
     def submit(self, items: list[tuple[str, AttemptRequest]]) -> str:
         client = self.client.copy(http_client=anthropic.DefaultHttpxClient())
         try:

@@ -7,7 +7,6 @@ retry layer and rate limiter. A failed call raises a classified, key-free
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import openai
@@ -18,7 +17,7 @@ from horizonbench.core.text import clean_text
 from horizonbench.core.types import Completion
 from horizonbench.models import failures as f
 from horizonbench.models.base import AttemptRequest
-from horizonbench.models.sdk_errors import classify_sdk_error
+from horizonbench.models.sdk_errors import SdkCalls
 from horizonbench.schemas.config import ModelSpec
 
 #: used when a spec gives no base_url; passed explicitly so OPENAI_BASE_URL cannot
@@ -29,7 +28,7 @@ OPENAI_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "EMPTY"
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SdkCalls):
     """Providers ``openai`` and ``openai_compatible``.
 
     Newer OpenAI models reject ``max_tokens``, so provider ``openai`` sends
@@ -39,6 +38,7 @@ class OpenAIChatModel:
     """
 
     endpoint = "/v1/chat/completions"
+    response_type = ChatCompletion
 
     def __init__(self, spec: ModelSpec, api_key: str | None) -> None:
         if spec.provider not in ("openai", "openai_compatible") or not spec.model:
@@ -76,21 +76,8 @@ class OpenAIChatModel:
             body["max_tokens"] = request.max_tokens
         return body
 
-    def complete(self, request: AttemptRequest) -> Completion:
-        start = time.perf_counter()
-        try:
-            response = self.client.chat.completions.create(**self.body(request))
-        except Exception as err:  # anything at all: classified and scrubbed
-            raise classify_sdk_error(err, self._secret) from None
-        return self.to_completion(response, time.perf_counter() - start)
-
-    def completion_from_json(self, body: dict[str, Any], *, batch: bool = False) -> Completion:
-        """A chat.completion body from a batch output line."""
-        try:
-            response = ChatCompletion.model_validate(body)
-        except Exception as err:
-            raise classify_sdk_error(err, self._secret) from None
-        return self.to_completion(response, 0.0, batch=batch)
+    def _create(self, body: dict[str, Any]) -> Any:
+        return self.client.chat.completions.create(**body)
 
     def to_completion(self, response: Any, latency: float, *, batch: bool = False) -> Completion:
         choices = getattr(response, "choices", None)

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from typing import Any, ClassVar
 
 import httpx
 import pydantic
 
+from horizonbench.core.types import Completion
 from horizonbench.models import failures as f
+from horizonbench.models.base import AttemptRequest
 
 _MAX_ERROR_CHARS = 500
 
@@ -58,3 +62,39 @@ def classify_sdk_error(err: BaseException, secret: str | None) -> f.CallFailure:
     ):
         return f.CallFailure(f.MALFORMED, message)
     return f.CallFailure(f.OTHER, message)
+
+
+class SdkCalls:
+    """The call around the SDK that both provider models make the same way: time it, and
+    turn anything it raises into a scrubbed :class:`CallFailure`; the same for a batch
+    result line. A model says how it calls its SDK (:meth:`_create`), which SDK type a
+    result line validates into (``response_type``), and how a response becomes a
+    :class:`Completion` (``body``, ``to_completion``)."""
+
+    response_type: ClassVar[type[pydantic.BaseModel]]
+    _secret: str | None
+
+    def _create(self, body: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    def body(self, request: AttemptRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def to_completion(self, response: Any, latency: float, *, batch: bool = False) -> Completion:
+        raise NotImplementedError
+
+    def complete(self, request: AttemptRequest) -> Completion:
+        start = time.perf_counter()
+        try:
+            response = self._create(self.body(request))
+        except Exception as err:  # anything at all: classified and scrubbed
+            raise classify_sdk_error(err, self._secret) from None
+        return self.to_completion(response, time.perf_counter() - start)
+
+    def completion_from_json(self, body: dict[str, Any], *, batch: bool = False) -> Completion:
+        """A response body from a batch result line."""
+        try:
+            response = self.response_type.model_validate(body)
+        except Exception as err:
+            raise classify_sdk_error(err, self._secret) from None
+        return self.to_completion(response, 0.0, batch=batch)
