@@ -75,7 +75,6 @@ analysis: {bootstrap: 0}
 #: the command, with a patch applied first (a trick turned off for that variant only)
 LAUNCH = "import sys\n{patch}\nfrom horizonbench.cli.main import main\nsys.exit(main())\n"
 NO_INLINE = "import horizonbench.tasks.cluster.client as c; c.SMALL_RUN_MAX = 0"
-NO_FORK = "import horizonbench.tasks.cluster.side_process as s; s.can_fork = lambda: False"
 
 Sample = dict[str, float]
 
@@ -210,7 +209,6 @@ def startup(work: Path, reps: int) -> list[dict[str, Any]]:
     caches = (work / f"xdg-{i}" for i in range(1_000_000))
     variants = {
         "default": command(),
-        "no side process": command(NO_FORK),
         "cluster": command(NO_INLINE),
         "no blocks mark": command(before=drop_mark),
         "new home": command(home=lambda: next(homes)),

@@ -1,8 +1,8 @@
 """Start-up and shut-down marks for ``benchmarks/overhead.py``.
 
 ``HORIZONBENCH_TIMINGS=FILE`` appends one JSON line per step (``{"event": ..., "t":
-unix time, "pid": ...}``) to FILE. The command, its temporary Prefect server and its
-side process all mark their steps, so the helper lives here, below every floor that
+unix time, "pid": ...}``) to FILE. The command and its temporary Prefect server mark
+their steps from several floors, so the helper lives here, below every floor that
 marks (``cli`` and ``tasks``), and writes nothing unless the variable is set.
 """
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jinja2
@@ -494,7 +493,6 @@ def render_report(
     failures_total: Mapping[str, int] | None = None,
     maps: Sequence[Mapping[str, Any]] = (),
     failures_per_model: int = 200,
-    offload: Callable[..., Future[Any] | None] | None = None,
 ) -> str:
     """The whole report as one HTML string; identical inputs give identical bytes.
 
@@ -510,10 +508,6 @@ def render_report(
     ``failures_total`` each model's count of failures (so the page says how many it
     leaves out; without it, the count shown), ``failures_per_model`` the cap they were
     chosen under, ``maps`` the violation maps (``tasks/report/page.violation_maps``).
-
-    ``offload(fn, *args)`` may start ``fn`` elsewhere and return its future (or None):
-    the seqBench figures are drawn there while this process draws the others (the
-    command's side process, ``tasks.cluster.side_process``); the same bytes either way.
     """
     given = {
         "overall": overall,
@@ -543,12 +537,10 @@ def render_report(
     figures: dict[str, Markup] = {}
     if has_maze:
         seqbench = {name: all_tables[name] for name in parts.SEQBENCH_TABLES if name in all_tables}
-        elsewhere = offload(parts.seqbench_figures, seqbench) if offload is not None else None
         figures.update(
             _maze_figures(maze["by_length"], maze["fits"], maze["violations"], maze["first_violations"])
         )
-        drawn = elsewhere.result() if elsewhere is not None else parts.seqbench_figures(seqbench)
-        figures.update({name: Markup(svg) for name, svg in drawn.items()})
+        figures.update({name: Markup(svg) for name, svg in parts.seqbench_figures(seqbench).items()})
     if has_puzzles:
         figures["puzzles"] = _puzzle_figure(puzzle_by_n)
     world_sections = _worlds(worlds) if worlds is not None else []

@@ -16,7 +16,6 @@ from horizonbench.analysis.failures import ATTEMPT_KEY, choose_failures, choose_
 from horizonbench.reports.html import render_report
 from horizonbench.reports.maze_map import violation_map_for_answer
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
-from horizonbench.tasks.cluster.side_process import offload
 from horizonbench.tasks.evaluate.world_episodes import read_world_analysis
 from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
 from horizonbench.tasks.run_folder.storage import write_text
@@ -188,7 +187,6 @@ def build_report(run: str, title: str, run_info: dict[str, Any], counts: dict[st
         failures_per_model=FAILURES_PER_MODEL,
         counts=counts,
         worlds=read_world_analysis(run_dir),
-        offload=offload,  # half the figures in the command's side process, if it has one
     )
     dest = run_dir / REPORT_REL
     write_text(html, dest)

@@ -3,8 +3,7 @@
 The result of every run (passed or not) is written to ``<run>/validation/`` so a
 failure can be read afterwards. Tables live in staging until their suite passes.
 
-Plain functions, no Prefect: a command runs them in its side process
-(``tasks.cluster.side_process``); ``tasks.validate.stage`` is the Prefect task around them.
+Plain functions, no Prefect: ``tasks.validate.stage`` is the Prefect task around them.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Validate stage: run a table's Great Expectations suite; stop the flow if it fails.
 
-The work is ``validation.check_table``, done in the command's side process when it
-forked one (``side_process``). Tables live in staging until their suite passes.
+The work is ``checks.check_table``, in this process. Tables live in staging until their
+suite passes.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from prefect.cache_policies import NONE
 
 from horizonbench.core.errors import ValidationFailed
 from horizonbench.schemas.expectations import Suite
-from horizonbench.tasks.cluster.side_process import check_table
+from horizonbench.tasks.validate.checks import check_table
 
 
 @task(name="validate", cache_policy=NONE)
