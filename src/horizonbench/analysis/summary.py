@@ -129,6 +129,21 @@ def _sem(s: pd.Series) -> float:
     return float(s.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
 
 
+#: the counts, rates and means reported both per L bin and per model (``DataFrame.agg``
+#: specs; ``_finish`` puts the columns in their table's order)
+_RATES: dict[str, tuple[str, str]] = {
+    "attempts": ("success", "size"),
+    "instances": ("instance", "nunique"),
+    "success_rate": ("success", "mean"),
+    "exact_match_rate": ("exact_match", "mean"),
+    "valid_rate": ("valid", "mean"),
+    "progress_ratio_mean": ("progress_ratio", "mean"),
+    "precision_mean": ("precision", "mean"),
+    "precision_positional_mean": ("precision_positional", "mean"),
+    "recall_mean": ("recall", "mean"),
+}
+
+
 # ---------------------------------------------------------------------------
 # public tables
 # ---------------------------------------------------------------------------
@@ -150,19 +165,7 @@ def success_by_length(scores: pd.DataFrame, bin_width: int = 1) -> pd.DataFrame:
         )
     out = (
         df.groupby(["model", "L"], sort=True)
-        .agg(
-            attempts=("success", "size"),
-            instances=("instance", "nunique"),
-            successes=("success", "sum"),
-            success_rate=("success", "mean"),
-            exact_match_rate=("exact_match", "mean"),
-            valid_rate=("valid", "mean"),
-            progress_ratio_mean=("progress_ratio", "mean"),
-            progress_ratio_sem=("progress_ratio", _sem),
-            precision_mean=("precision", "mean"),
-            precision_positional_mean=("precision_positional", "mean"),
-            recall_mean=("recall", "mean"),
-        )
+        .agg(**_RATES, successes=("success", "sum"), progress_ratio_sem=("progress_ratio", _sem))
         .reset_index()
     )
     return _finish(out, BY_LENGTH_COLUMNS, ints=("L", "attempts", "instances", "successes"))
@@ -352,18 +355,7 @@ def overall(scores: pd.DataFrame) -> pd.DataFrame:
     )
     out = (
         df.groupby("model", sort=True)
-        .agg(
-            attempts=("success", "size"),
-            instances=("instance", "nunique"),
-            success_rate=("success", "mean"),
-            exact_match_rate=("exact_match", "mean"),
-            valid_rate=("valid", "mean"),
-            progress_ratio_mean=("progress_ratio", "mean"),
-            precision_mean=("precision", "mean"),
-            precision_positional_mean=("precision_positional", "mean"),
-            recall_mean=("recall", "mean"),
-            invalid_output_share=("invalid_output", "mean"),
-        )
+        .agg(**_RATES, invalid_output_share=("invalid_output", "mean"))
         .reset_index()
     )
     return _finish(out, OVERALL_COLUMNS, ints=("attempts", "instances"))
