@@ -73,6 +73,11 @@ class BinSpec(_Strict):
         return sum(self.quota(lo) for lo in self.edges())
 
 
+def _repeated(names: list[str]) -> list[str]:
+    """The names that stand more than once, sorted (what a uniqueness error lists)."""
+    return sorted({n for n in names if names.count(n) > 1})
+
+
 def _edges_text(bins: BinSpec) -> str:
     edges = bins.edges()
     shown = ", ".join(map(str, edges[:6])) + (", ..." if len(edges) > 6 else "")
@@ -136,8 +141,7 @@ class FamilySpec(_Strict):
     def _distinct_modes(self) -> FamilySpec:
         if len(set(self.modes)) != len(self.modes):
             raise ValueError(f"modes: each mode at most once (got {self.modes})")
-        names = [s.name for s in self.sweep]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = _repeated([s.name for s in self.sweep])
         if dupes:
             raise ValueError(f"sweep: setting names must be unique; repeated: {', '.join(dupes)}")
         return self
@@ -299,8 +303,7 @@ class EvaluationSpec(_Strict):
 
     @model_validator(mode="after")
     def _unique_names(self) -> EvaluationSpec:
-        names = [m.name for m in self.models]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        dupes = _repeated([m.name for m in self.models])
         if dupes:
             raise ValueError(f"model names must be unique; repeated: {', '.join(dupes)}")
         return self
@@ -440,7 +443,7 @@ class WorldsSpec(_Strict):
         from horizonbench.schemas.worlds import REGIMES, StressSpec
 
         for what, values in (("environments", self.environments), ("agents", [a.name for a in self.agents])):
-            dupes = sorted({v for v in values if values.count(v) > 1})
+            dupes = _repeated(values)
             if dupes:
                 raise ValueError(f"{what}: each at most once; repeated: {', '.join(dupes)}")
         regime = REGIMES[self.regime]
