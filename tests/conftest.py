@@ -48,3 +48,52 @@ def shared_demo_run(tmp_path_factory, worker_id):
     # under xdist each worker's temp folder sits in one folder of the session
     return shared_demo(base if worker_id == "master" else base.parent)
 
+
+#: rough seconds of ``make test`` per test file, for the files holding its slowest tests:
+#: the sum of their tests among the ``--durations=15`` of the CI run of 2026-12-03 (1991
+#: tests, 880 s); test_shipped_configs from its docstring, less the demo's smoke run. The
+#: browser tests carry the shared demo (78 s at full scale then, about half at scale 0.1);
+#: the digest and shipped-config tests that share it then find it made. An order hint: a
+#: stale number costs balance, never a result.
+HEAVY_FILES = {
+    "test_shipped_configs.py": 190,
+    "test_evaluation_process.py": 103,
+    "test_world_models_pipeline.py": 90,
+    "test_report_browser.py": 78,
+    "test_models_throughput.py": 63,
+    "test_prefect_yaml.py": 44,
+    "test_world_pipeline.py": 43,
+    "test_startup.py": 32,
+    "test_puzzle_pipeline.py": 31,
+    "test_run_folder_verify.py": 28,
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the heaviest files sent first (longest processing time
+    first), then xdist's own order (most tests first).
+
+    Why: xdist orders files by their number of tests, so files of a few slow tests (the
+    600-rpm throughput test, one test of 63 s; the world pipeline; the deployment) came
+    last, and one worker was left running one of them while the other had nothing to
+    do. With the heavy files first, the last files to hand out are small ones and the two
+    workers end close together.
+    """
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeaviestFirst(LoadFileScheduling):
+        _ordered = False
+
+        def _assign_work_unit(self, node):
+            if not self._ordered:
+                self._ordered = True
+                units = sorted(
+                    self.workqueue.items(), key=lambda unit: -HEAVY_FILES.get(Path(unit[0]).name, 0)
+                )
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return HeaviestFirst(config, log)

@@ -18,7 +18,8 @@ from scipy import stats
 from horizonbench.analysis import worlds
 from horizonbench.datasets.worlds.episode import EPISODE_INFO_DEFAULTS
 from horizonbench.schemas.tables import EPISODES_SCHEMA, WORLD_ANALYSIS_SCHEMAS
-from horizonbench.tasks.evaluate import world_episodes as world_tasks
+from horizonbench.tasks.analyse import stage as analyse_stage
+from horizonbench.tasks.analyse import worlds as world_tasks
 from horizonbench.tasks.run_folder.storage import rows_to_table, write_table
 
 NAN = math.nan
@@ -276,12 +277,12 @@ def _run_with_episodes(tmp_path: Path, eps: pd.DataFrame) -> Path:
 
 
 def test_analyse_worlds_writes_the_harness_table_and_read_world_analysis_reads_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(world_tasks, "get_run_logger", lambda: logging.getLogger("test"))
+    monkeypatch.setattr(analyse_stage, "get_run_logger", lambda: logging.getLogger("test"))
     run = _run_with_episodes(tmp_path, hand_made())
     cfg = SimpleNamespace(
         worlds=SimpleNamespace(delta0=0.3), analysis=SimpleNamespace(bootstrap=0), run=SimpleNamespace(seed=0)
     )
-    paths = world_tasks.analyse_worlds.fn(cfg, str(run))
+    paths = analyse_stage.analyse_worlds.fn(cfg, str(run))
     assert Path(paths["harness"]) == run / "analysis" / "worlds_harness.parquet"
     read = world_tasks.read_world_analysis(run)
     assert read is not None and set(read) == set(WORLD_ANALYSIS_SCHEMAS)

@@ -403,13 +403,14 @@ def test_setting_is_family_params_and_prompt_not_sampling():
 
 
 def test_layout_constants_match_the_stages_that_write_them():
-    from horizonbench.tasks.evaluate.world_episodes import EPISODES_REL, WORLD_ANALYSIS_PREFIX
+    from horizonbench.tasks.analyse import worlds
+    from horizonbench.tasks.evaluate import world_episodes
     from horizonbench.tasks.report import compare as runs
     from horizonbench.tasks.score.stage import SCORES_REL
 
     assert runs.SCORES_REL == SCORES_REL
-    assert runs.EPISODES_REL == EPISODES_REL
-    assert runs.WORLD_ANALYSIS_PREFIX == WORLD_ANALYSIS_PREFIX
+    assert runs.EPISODES_REL == world_episodes.EPISODES_REL
+    assert runs.WORLD_ANALYSIS_PREFIX == worlds.WORLD_ANALYSIS_PREFIX
 
 
 @pytest.mark.parametrize("command", ["analyze", "report", "compare"])

@@ -11,7 +11,7 @@ from prefect.states import exception_to_failed_state
 
 from horizonbench.core.errors import ConfigError
 from horizonbench.tasks.cluster.client import lost_cluster
-from horizonbench.tasks.generate.instances import generate_instances
+from horizonbench.tasks.generate.stage import generate_instances
 from horizonbench.tasks.score.stage import score_attempts
 
 

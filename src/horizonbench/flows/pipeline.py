@@ -17,26 +17,21 @@ from horizonbench.flows.repair import repair
 from horizonbench.schemas.config import Config, check_requests, load_config, parse_config, today_utc
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
-from horizonbench.tasks.analyse.scores import analyse
+from horizonbench.tasks.analyse.stage import analyse, analyse_worlds
 from horizonbench.tasks.evaluate.attempts import evaluate_models
-from horizonbench.tasks.evaluate.world_episodes import (
-    EPISODES_REL,
-    STEPS_REL,
-    analyse_worlds,
-    run_world_episodes,
-    write_world_tables,
-)
+from horizonbench.tasks.evaluate.world_episodes import run_world_episodes, write_world_tables
 from horizonbench.tasks.evaluate.world_models import (
     WORLD_ATTEMPTS_REL,
     rerun_hint,
     run_world_models,
     unfinished_summary,
 )
-from horizonbench.tasks.generate.instances import generate_instances
-from horizonbench.tasks.report.page import REPORT_REL, build_report
+from horizonbench.tasks.generate.stage import generate_instances
+from horizonbench.tasks.report.page import REPORT_REL
 from horizonbench.tasks.report.run_info import report_counts, report_run_info
+from horizonbench.tasks.report.stage import build_report
 from horizonbench.tasks.run_folder import state as run_folder
-from horizonbench.tasks.run_folder.layout import instances_rel
+from horizonbench.tasks.run_folder.layout import EPISODES_REL, STEPS_REL, instances_rel
 from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha, versions, write_manifest
 from horizonbench.tasks.run_folder.spend import budget_counts, budget_problem
 from horizonbench.tasks.run_folder.storage import STAGING, promote, rows_to_table, staged, write_table

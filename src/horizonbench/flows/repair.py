@@ -76,7 +76,7 @@ def repair(cfg: Config, run: Path, command: str, stages: Sequence[str] = REPAIRA
 def _run_stage(cfg: Config, run: Path, stage: str) -> None:
     """One stage into staging (nothing promoted: :func:`restore` moves what it must)."""
     if stage == "generate":
-        from horizonbench.tasks.generate.instances import generate_instances
+        from horizonbench.tasks.generate.stage import generate_instances
 
         generate_instances(cfg, str(run))
     elif stage == "score":

@@ -9,8 +9,6 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from prefect import get_run_logger, task
-from prefect.cache_policies import NONE
 
 from horizonbench.analysis import seqbench, summary, sweep
 from horizonbench.analysis.compounding import compounding_tables
@@ -160,10 +158,9 @@ SCORE_COLUMNS_READ = frozenset(
 )
 
 
-@task(name="analyse", cache_policy=NONE)
-def analyse(cfg: Config, run: str) -> dict[str, str]:
-    logger = get_run_logger()
-    run_dir = Path(run)
+def write_analysis(cfg: Config, run_dir: Path) -> tuple[dict[str, str], pd.DataFrame]:
+    """Every analysis table of the run's answered scores, written to
+    ``<run>/analysis/<name>.parquet``; returns their paths and the fits (for the log)."""
     columns = [name for name in SCORES_SCHEMA.names if name in SCORE_COLUMNS_READ]
     scores = answered_scores(
         pq.read_table(run_dir / SCORES_REL, columns=columns, schema=SCORES_SCHEMA).to_pandas()
@@ -182,8 +179,4 @@ def analyse(cfg: Config, run: str) -> dict[str, str]:
         dest = run_dir / "analysis" / f"{name}.parquet"
         write_table(to_table(df, ANALYSIS_SCHEMAS[name]), dest, f"analysis/{name}")
         paths[name] = str(dest)
-    fits = tables["fits"]
-    for r in fits.itertuples():
-        ci = "" if pd.isna(r.L0_low) else f" (interval {r.L0_low:.1f} to {r.L0_high:.1f})"
-        logger.info("%s/%s %s: L0 = %.1f%s", r.family, r.model, r.method, r.L0, ci)
-    return paths
+    return paths, tables["fits"]

@@ -1,5 +1,6 @@
-"""World-model study stages: run the episodes on Dask in shards, validate the episodes
-and steps tables, write the phase-diagram analysis.
+"""World-model study, offline agents: run the episodes on Dask in shards and stage the
+episodes and steps tables (validated and promoted by the flow; the phase-diagram
+analysis is ``tasks/analyse/worlds.py``).
 
 Shards are fixed slices of the study's episode list (``worlds.shard_size``) and their
 results are concatenated in shard order, so the tables are the same bytes whatever the
@@ -11,23 +12,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
-from horizonbench.analysis.worlds import world_tables
 from horizonbench.datasets.worlds.study import AgentSpec, run_shard
 from horizonbench.schemas.config import Config
-from horizonbench.schemas.tables import EPISODES_SCHEMA, STEPS_SCHEMA, WORLD_ANALYSIS_SCHEMAS
+from horizonbench.schemas.tables import EPISODES_SCHEMA, STEPS_SCHEMA
 from horizonbench.tasks.cluster import progress as prog
 from horizonbench.tasks.cluster.client import dask_client
+from horizonbench.tasks.run_folder.layout import EPISODES_REL, STEPS_REL
 from horizonbench.tasks.run_folder.storage import rows_to_table, staged, write_table
-
-EPISODES_REL = "episodes/part-0.parquet"
-STEPS_REL = "steps/part-0.parquet"
-WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
 
 
 def agent_specs(cfg: Config) -> list[AgentSpec]:
@@ -122,76 +116,3 @@ def write_world_tables(
     """Stage the episodes and steps tables (validated and promoted by the flow)."""
     write_table(rows_to_table(episode_rows, EPISODES_SCHEMA), staged(run, EPISODES_REL), "episodes")
     write_table(rows_to_table(step_rows, STEPS_SCHEMA), staged(run, STEPS_REL), "steps")
-
-
-def frame_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
-    """A DataFrame as a table of ``schema`` through Python objects (no pandas dtypes
-    leak into the file; NaN in a float column stays NaN, missing text becomes null)."""
-    records = df[schema.names].astype(object).to_dict("records")
-    for rec in records:
-        for field in schema:
-            value = rec[field.name]
-            if not pa.types.is_floating(field.type) and value is not None and value != value:
-                rec[field.name] = None
-    return pa.Table.from_pylist(records, schema=schema)
-
-
-@task(name="world-analysis", cache_policy=NONE)
-def analyse_worlds(cfg: Config, run: str) -> dict[str, str]:
-    """The phase-diagram tables of :mod:`horizonbench.analysis.worlds` (and the model
-    agents' ``harness`` table, empty without them), written to
-    ``<run>/analysis/worlds_<name>.parquet``."""
-    logger = get_run_logger()
-    assert cfg.worlds is not None
-    run_dir = Path(run)
-    episodes = pq.read_table(run_dir / EPISODES_REL, schema=EPISODES_SCHEMA).to_pandas()
-    tables = world_tables(episodes, cfg.analysis.bootstrap, cfg.run.seed, cfg.worlds.delta0)
-    paths = {}
-    for name, df in tables.items():
-        dest = run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet"
-        write_table(frame_table(df, WORLD_ANALYSIS_SCHEMAS[name]), dest, f"analysis/worlds_{name}")
-        paths[name] = str(dest)
-    for r in tables["critical_points"].itertuples():
-        ci = "" if pd.isna(r.sc_star_low) else f" (bootstrap {r.sc_star_low:g} to {r.sc_star_high:g})"
-        value = f"{r.sc_star:.2f}" if pd.notna(r.sc_star) else f"not bracketed: {r.reason}"
-        logger.info("%s/%s dd=%d: sc* = %s%s", r.env, r.model, r.dd, value, ci)
-    for r in tables["harness"].itertuples():
-        rate = f"{r.p:.1%}" if pd.notna(r.p) else "no episode measured"
-        logger.info(
-            "%s/%s (%s memory): success %s over %d measured episodes; %d budget_exceeded and "
-            "%d format_failure (counted as failures); %d repairs, %d fallbacks in %d calls",
-            r.env,
-            r.model,
-            r.memory,
-            rate,
-            r.measured,
-            r.budget_exceeded,
-            r.format_failures,
-            r.repairs,
-            r.fallbacks,
-            r.calls,
-        )
-    return paths
-
-
-def read_world_analysis(run_dir: Path) -> dict[str, pd.DataFrame] | None:
-    """The world analysis tables of a run, or None when it has none.
-
-    Runs from before the harness are read too: their missing ``harness`` table is
-    empty, and their ``excluded`` table (no budget columns) gets ``budget_exceeded`` 0
-    and ``measured`` = episodes - horizon_short, which is what those runs measured."""
-    if not (run_dir / f"{WORLD_ANALYSIS_PREFIX}grid.parquet").exists():
-        return None
-    tables = {}
-    for name, schema in WORLD_ANALYSIS_SCHEMAS.items():
-        path = run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet"
-        if path.exists():
-            tables[name] = pq.read_table(path, schema=schema).to_pandas()
-        else:
-            tables[name] = schema.empty_table().to_pandas()
-    ex = tables["excluded"]
-    if len(ex) and ex["budget_exceeded"].isna().all():
-        tables["excluded"] = ex.assign(
-            budget_exceeded=0, measured=(ex["episodes"] - ex["horizon_short"]).astype("int64")
-        )
-    return tables

@@ -14,15 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from prefect import get_run_logger, task
-from prefect.cache_policies import NONE
 
 from horizonbench.core.registry import get_family
 from horizonbench.datasets.sampling import Selector
 from horizonbench.datasets.shards import NOT_NEEDED, ShardBatch, generate_shard_batch
 from horizonbench.schemas.config import Config, FamilySpec
 from horizonbench.tasks.cluster import progress as prog
-from horizonbench.tasks.cluster.client import dask_client, lost_cluster
+from horizonbench.tasks.cluster.client import dask_client
 from horizonbench.tasks.generate.shard_cache import (
     CACHE_REL,
     CachedShard,
@@ -541,22 +539,3 @@ def _generate_families(
 
         stats.append(run_family(name, one) if run_family is not None else one())
     return stats
-
-
-@task(name="generate-table", cache_policy=NONE)
-def _generate_table(label: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """One family label's instance table, a task run of its own (``generate-<label>``)."""
-    return work()
-
-
-def _as_task(label: str, work: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    return _generate_table.with_options(task_run_name=f"generate-{instances_rel(label)}")(label, work)
-
-
-@task(name="generate", cache_policy=NONE, retries=2, retry_delay_seconds=5, retry_condition_fn=lost_cluster)
-def generate_instances(cfg: Config, run: str) -> list[dict[str, Any]]:
-    """Generate every family's instances into staging; returns per-family statistics.
-    Each table is a task run inside this one, named for it, so the UI shows which
-    table took how long and which one an interrupt or a failure stopped."""
-    logger = get_run_logger()
-    return generate_all(cfg, Path(run), logger.info, _as_task)

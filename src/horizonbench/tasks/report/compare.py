@@ -31,15 +31,11 @@ from horizonbench.core.errors import ConfigError
 from horizonbench.schemas.config import Config, parse_config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, WORLD_ANALYSIS_SCHEMAS
 from horizonbench.tasks.report.run_info import report_counts, report_run_info
-from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, EPISODES_REL, SCORES_REL, WORLD_ANALYSIS_PREFIX
 from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha
 from horizonbench.tasks.run_folder.storage import sha256_file, write_json, write_table, write_text
 from horizonbench.tasks.run_folder.verify import check_tables
 
-# the run folder's layout, as tasks/evaluate/world_episodes.py writes it (importing that module would
-# load the model providers, seconds that ``compare`` has no use for)
-EPISODES_REL = "episodes/part-0.parquet"
-WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
 FITS_REL = "analysis/fits.parquet"
 #: what ``horizonbench compare`` writes into its --out folder
 COMPARE_HTML = "index.html"
@@ -198,8 +194,7 @@ def _rel(run: RunFolder, path: str | Path) -> str:
 def rebuild_analysis(path: Path) -> dict[str, str]:
     """Rewrite ``<run>/analysis/*`` from the scores and episodes tables with the
     config in the manifest; returns the paths written, by table name."""
-    from horizonbench.tasks.analyse.scores import analyse
-    from horizonbench.tasks.evaluate.world_episodes import analyse_worlds
+    from horizonbench.tasks.analyse.stage import analyse, analyse_worlds
     from horizonbench.tasks.run_folder.state import run_lock
 
     run = read_run(path)
@@ -272,7 +267,7 @@ def report_parts(run: RunFolder) -> list[str]:
 
 def rebuild_report(path: Path) -> str:
     """Rewrite ``<run>/report/index.html`` from the run's tables and analysis."""
-    from horizonbench.tasks.report.page import build_report
+    from horizonbench.tasks.report.stage import build_report
     from horizonbench.tasks.run_folder.state import run_lock
 
     run = read_run(path)

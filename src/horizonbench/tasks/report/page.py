@@ -1,4 +1,5 @@
-"""Report stage: one self-contained HTML page from the analysis tables."""
+"""The report page: one self-contained HTML page from the analysis tables (plain code;
+``stage.py`` is the Prefect task around it)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from prefect import task
-from prefect.cache_policies import NONE
 
 from horizonbench.analysis.failures import ATTEMPT_KEY, choose_failures, choose_maps
 from horizonbench.reports.html import render_report
 from horizonbench.reports.maze_map import violation_map_for_answer
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
-from horizonbench.tasks.evaluate.world_episodes import read_world_analysis
+from horizonbench.tasks.analyse.worlds import read_world_analysis
 from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
 from horizonbench.tasks.run_folder.storage import write_text
 from horizonbench.tasks.run_folder.table_parts import part_files
@@ -166,9 +165,9 @@ def _read(path: Path, schema: pa.Schema, columns: list[str] | None = None) -> pd
     return pq.read_table(path, schema=schema).to_pandas()
 
 
-@task(name="report", cache_policy=NONE)
-def build_report(run: str, title: str, run_info: dict[str, Any], counts: dict[str, Any]) -> str:
-    run_dir = Path(run)
+def write_report(run_dir: Path, title: str, run_info: dict[str, Any], counts: dict[str, Any]) -> Path:
+    """The run's report page (``report/index.html``) from its analysis tables, a sample of
+    its failing answers with their violation maps, and the world analysis if any."""
     tables = {
         name: _read(run_dir / "analysis" / f"{name}.parquet", schema)
         for name, schema in ANALYSIS_SCHEMAS.items()
@@ -190,4 +189,4 @@ def build_report(run: str, title: str, run_info: dict[str, Any], counts: dict[st
     )
     dest = run_dir / REPORT_REL
     write_text(html, dest)
-    return str(dest)
+    return dest

@@ -7,6 +7,10 @@ from __future__ import annotations
 ATTEMPTS_REL = "attempts/attempts.parquet"
 PROMPTS_REL = "prompts/prompts.parquet"
 SCORES_REL = "scores/scores.parquet"
+#: the world study's tables (one part each) and its analysis tables' prefix
+EPISODES_REL = "episodes/part-0.parquet"
+STEPS_REL = "steps/part-0.parquet"
+WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
 
 
 def instances_rel(family: str) -> str:

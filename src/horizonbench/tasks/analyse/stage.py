@@ -1,0 +1,54 @@
+"""Analyse stage as Prefect runs it: ``analyse`` (fits, cells and tests of the scores) and
+``world-analysis`` (the world study's phase diagrams). Each writes its tables through the
+plain functions beside it and logs the headline numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from prefect import get_run_logger, task
+from prefect.cache_policies import NONE
+
+from horizonbench.schemas.config import Config
+from horizonbench.tasks.analyse.scores import write_analysis
+from horizonbench.tasks.analyse.worlds import write_world_analysis
+
+
+@task(name="analyse", cache_policy=NONE)
+def analyse(cfg: Config, run: str) -> dict[str, str]:
+    logger = get_run_logger()
+    paths, fits = write_analysis(cfg, Path(run))
+    for r in fits.itertuples():
+        ci = "" if pd.isna(r.L0_low) else f" (interval {r.L0_low:.1f} to {r.L0_high:.1f})"
+        logger.info("%s/%s %s: L0 = %.1f%s", r.family, r.model, r.method, r.L0, ci)
+    return paths
+
+
+@task(name="world-analysis", cache_policy=NONE)
+def analyse_worlds(cfg: Config, run: str) -> dict[str, str]:
+    """The world analysis tables (``analyse/worlds.py``), then their critical points and
+    harness rates in the log."""
+    logger = get_run_logger()
+    paths, tables = write_world_analysis(cfg, Path(run))
+    for r in tables["critical_points"].itertuples():
+        ci = "" if pd.isna(r.sc_star_low) else f" (bootstrap {r.sc_star_low:g} to {r.sc_star_high:g})"
+        value = f"{r.sc_star:.2f}" if pd.notna(r.sc_star) else f"not bracketed: {r.reason}"
+        logger.info("%s/%s dd=%d: sc* = %s%s", r.env, r.model, r.dd, value, ci)
+    for r in tables["harness"].itertuples():
+        rate = f"{r.p:.1%}" if pd.notna(r.p) else "no episode measured"
+        logger.info(
+            "%s/%s (%s memory): success %s over %d measured episodes; %d budget_exceeded and "
+            "%d format_failure (counted as failures); %d repairs, %d fallbacks in %d calls",
+            r.env,
+            r.model,
+            r.memory,
+            rate,
+            r.measured,
+            r.budget_exceeded,
+            r.format_failures,
+            r.repairs,
+            r.fallbacks,
+            r.calls,
+        )
+    return paths
