@@ -349,6 +349,17 @@ class Environment(Protocol):
 # --- building blocks for implementations ------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class WorldKey:
+    """What a generated world is a function of: its generator's arguments. Every
+    environment's ``World`` starts with these fields, so a world names its origin."""
+
+    sc: int
+    dd: int
+    seed: int
+    archetype: int
+
+
 class FactStore:
     """A world state kept incrementally: a set for membership plus a sorted list, so
     the canonical form after a step costs one small insertion per changed fact, not a
@@ -503,6 +514,7 @@ __all__: Sequence[str] = [
     "StepResult",
     "Subgoal",
     "Task",
+    "WorldKey",
     "canonical",
     "format_action",
     "format_fact",

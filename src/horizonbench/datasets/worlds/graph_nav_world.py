@@ -14,7 +14,8 @@ from functools import lru_cache
 from math import isqrt
 
 from horizonbench.core.seeding import derive_seed
-from horizonbench.datasets.worlds.base import N_ARCHETYPES, SC_MAX, SC_MIN, Action, Fact, Rng, room_graph
+from horizonbench.datasets.worlds.base import Action, Fact, Rng, WorldKey, room_graph
+from horizonbench.schemas.worlds import N_ARCHETYPES, SC_MAX, SC_MIN
 
 # The region shapes are base.room_graph's, the same layout families StatefulPuzzle uses.
 
@@ -115,7 +116,7 @@ def _region_sizes(sc: int, n: int, style: str, rng: Rng) -> list[int]:
 
 
 @dataclass(frozen=True, slots=True)
-class World:
+class World(WorldKey):
     """A generated world (without decoys, which depend on branching): the static layout,
     the doors' requirements and where every object starts. Shared read-only between
     episodes.
@@ -127,10 +128,6 @@ class World:
     (a switch never moves); ``links`` lists each room's neighbours in room order with the
     door between (``None`` for a passage)."""
 
-    sc: int
-    dd: int
-    seed: int
-    archetype: int
     rooms: tuple[str, ...]
     regions: tuple[tuple[str, ...], ...]
     region_of: Mapping[str, int]
@@ -278,31 +275,15 @@ def build_world(sc: int, dd: int, seed: int, archetype: int) -> World:
         requires[d] = tuple(facts)
         objects[d] = tuple(names)
 
+    links_t = {r: tuple(sorted(ns, key=lambda n: order[n[0]])) for r, ns in links.items()}
     return World(
-        sc=sc,
-        dd=dd,
-        seed=seed,
-        archetype=archetype,
-        rooms=rooms,
-        regions=tuple(regions),
-        region_of=region_of,
-        parents=parents,
-        entrances=entrances,
-        passages=tuple(passages),
-        doors=doors,
-        ends=ends,
-        near=near,
-        far=far,
-        keys=tuple(keys),
-        switches=tuple(switches),
-        requires=requires,
-        objects=objects,
-        door_of=door_of,
+        sc=sc, dd=dd, seed=seed, archetype=archetype,
+        rooms=rooms, regions=tuple(regions), region_of=region_of, parents=parents, entrances=entrances,
+        passages=tuple(passages), links=links_t, start_room=start_room, goal_room=goal_room,
+        doors=doors, ends=ends, near=near, far=far,
+        keys=tuple(keys), switches=tuple(switches), requires=requires, objects=objects, door_of=door_of,
         place=place,
-        links={r: tuple(sorted(ns, key=lambda n: order[n[0]])) for r, ns in links.items()},
-        start_room=start_room,
-        goal_room=goal_room,
-    )
+    )  # fmt: skip
 
 
 def decoy_names(world: World, branching: int) -> dict[str, str]:

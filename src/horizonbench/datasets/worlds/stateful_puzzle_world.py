@@ -17,7 +17,8 @@ from functools import lru_cache
 from typing import Any
 
 from horizonbench.core.seeding import derive_seed
-from horizonbench.datasets.worlds.base import N_ARCHETYPES, SC_MAX, SC_MIN, Action, Fact, Rng, room_graph
+from horizonbench.datasets.worlds.base import Action, Fact, Rng, WorldKey, room_graph
+from horizonbench.schemas.worlds import N_ARCHETYPES, SC_MAX, SC_MIN
 
 NAME = "stateful_puzzle"
 
@@ -111,14 +112,10 @@ class Stage:
 
 
 @dataclass(frozen=True, slots=True)
-class World:
+class World(WorldKey):
     """A generated world (without decoys, which depend on branching): static layout,
     roles and the initial placement. Shared read-only between episodes."""
 
-    sc: int
-    dd: int
-    seed: int
-    archetype: int
     rooms: tuple[str, ...]
     containers: tuple[str, ...]
     items: tuple[str, ...]
@@ -301,24 +298,11 @@ def build_world(sc: int, dd: int, seed: int, archetype: int) -> World:
         start_loc[item] = (where[0], item, where[2])
 
     return World(
-        sc=sc,
-        dd=dd,
-        seed=seed,
-        archetype=archetype,
-        rooms=rooms,
-        containers=boxes,
-        items=items,
-        switches=tuple(switches),
-        doors=doors,
-        neighbors=neighbors_t,
-        room_of=room_of,
-        keys=keys,
-        parts=parts,
-        stages=tuple(stages),
-        stage_of=stage_of,
-        start_room=rng.pick(rooms),
-        start_loc=start_loc,
-    )
+        sc=sc, dd=dd, seed=seed, archetype=archetype,
+        rooms=rooms, containers=boxes, items=items, switches=tuple(switches), doors=doors,
+        neighbors=neighbors_t, room_of=room_of, keys=keys, parts=parts,
+        stages=tuple(stages), stage_of=stage_of, start_room=rng.pick(rooms), start_loc=start_loc,
+    )  # fmt: skip
 
 
 def decoy_names(world: World, branching: int) -> dict[str, str]:

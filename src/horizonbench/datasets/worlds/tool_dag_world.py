@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from horizonbench.core.seeding import derive_seed
-from horizonbench.datasets.worlds.base import DD_MAX, N_ARCHETYPES, SC_MAX, SC_MIN, Action, Rng
+from horizonbench.datasets.worlds.base import Action, Rng, WorldKey
+from horizonbench.schemas.worlds import DD_MAX, N_ARCHETYPES, SC_MAX, SC_MIN
 
 NAME = "tool_dag"
 #: the value types a world draws from (its archetype says how many it uses)
@@ -194,15 +195,11 @@ def _dag(shape: str, n: int, dd: int, rng: Rng) -> list[list[int]]:
 
 
 @dataclass(frozen=True, slots=True)
-class World:
+class World(WorldKey):
     """A generated world (without decoys, which depend on branching): names, types,
     the specified wiring and every name's genuine token. Shared read-only between
     episodes."""
 
-    sc: int
-    dd: int
-    seed: int
-    archetype: int
     variables: tuple[str, ...]
     tools: tuple[str, ...]
     inputs: tuple[str, ...]
@@ -263,23 +260,11 @@ def build_world(sc: int, dd: int, seed: int, archetype: int) -> World:
 
     writes = dict(zip(tools, variables, strict=True))
     return World(
-        sc=sc,
-        dd=dd,
-        seed=seed,
-        archetype=archetype,
-        variables=variables,
-        tools=tools,
-        inputs=inputs,
-        order=tuple(tool_at),
-        writes=writes,
-        producer={v: t for t, v in writes.items()},
-        requires=requires,
-        type_of=type_of,
-        types=types,
-        genuine=genuine,
-        target=var_at[n - 1],
-        upstream=upstream,
-    )
+        sc=sc, dd=dd, seed=seed, archetype=archetype,
+        variables=variables, tools=tools, inputs=inputs, order=tuple(tool_at),
+        writes=writes, producer={v: t for t, v in writes.items()}, requires=requires,
+        type_of=type_of, types=types, genuine=genuine, target=var_at[n - 1], upstream=upstream,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
