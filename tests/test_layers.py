@@ -152,3 +152,22 @@ def test_failure_categories_reach_the_analysis_through_the_registry() -> None:
         ]
     finally:
         _FAMILIES.pop(Plugin.name, None)
+
+
+def test_prefect_tasks_live_in_their_rooms_stage_module() -> None:
+    """``tasks/__init__``'s promise: a stage's Prefect tasks are in its room's
+    ``stage.py`` (the evaluate room excepted, for the reason given there), so the plain
+    code beside them runs without Prefect."""
+
+    def is_task(decorator: ast.expr) -> bool:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return isinstance(target, ast.Name) and target.id == "task"
+
+    elsewhere = []
+    for path in sorted((SRC / "tasks").rglob("*.py")):
+        rel = path.relative_to(SRC / "tasks")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(is_task(d) for d in node.decorator_list):
+                if rel.name != "stage.py" and rel.parts[0] != "evaluate":
+                    elsewhere.append(f"tasks/{rel}: {node.name}")
+    assert elsewhere == []
