@@ -4,7 +4,9 @@
   (schemas sit below datasets), and the environment names the schema accepts are the
   registry's;
 - the last-seen bookkeeping of partial observation (``worlds/observation.py``) answers
-  what a brute-force scan of everything shown so far answers.
+  what a brute-force scan of everything shown so far answers;
+- a new environment that writes only its rules (``Lamps``, the README's "Adding an
+  environment") gets the episode machinery of ``worlds/environment.py``.
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from typing import get_args
+from collections.abc import Iterable
+from typing import Any, get_args
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from horizonbench.datasets.worlds.base import StressSpec
-from horizonbench.datasets.worlds.observation import LastSeen
+from horizonbench.datasets.worlds.base import Rng, StressSpec, WorldKey
+from horizonbench.datasets.worlds.environment import EnvironmentBase, entity_kinds
+from horizonbench.datasets.worlds.observation import LastSeen, phantom_names
 from horizonbench.datasets.worlds.study import ENVIRONMENTS, environment_class
 from horizonbench.schemas.config import WorldsSpec
 
@@ -130,3 +134,131 @@ def test_partial_observable_gold_is_what_the_agent_was_last_shown(
             assert f in gold and f in shown, f
             slot = env.slot(f)
             assert slot is None or latest.get(slot, f) == f, (f, latest.get(slot))
+
+
+# --- a new environment gets the episode machinery for free ---------------------------
+
+
+class Lamps(EnvironmentBase[WorldKey]):
+    """The smallest environment: ``sc`` lamps, all off; the goal is every lamp on.
+    It writes only its rules (the hooks the README's "Adding an environment" names)."""
+
+    name, verbs, error_labels, sc_kinds = (
+        "lamps",
+        {"toggle": 1, "noop": 0},
+        ("already_on", "unknown_action"),
+        ("lamp",),
+    )
+    predicates, task_predicates = {"on": (frozenset({"lamp"}),), "off": (frozenset({"lamp"}),)}, frozenset()
+    signatures, slot_of_predicate = (
+        {"toggle": (frozenset({"lamp"}),), "noop": ()},
+        {"on": "lamp", "off": "lamp"},
+    )
+    clashes, conflict_states = {"lamp": "is both on and off"}, {"lamp": ("on", "off")}
+    generate = staticmethod(WorldKey)
+
+    @staticmethod
+    def solver(sc: int, dd: int, seed: int, archetype: int) -> tuple[tuple[str, ...], ...]:
+        return tuple(("toggle", f"lamp{i}") for i in range(1, sc + 1))
+
+    def _build(self, seed: int, archetype: int) -> int:
+        self._lamps = tuple(f"lamp{i}" for i in range(1, self.spec.sc + 1))
+        self._kind = entity_kinds({"lamp": self._lamps}, agent=False)
+        self._on = dict.fromkeys(self._lamps, False)
+        goal = tuple(("on", x) for x in self._lamps)
+        self._task = self._task_of(
+            "Turn every lamp on with toggle(lamp).", (), goal, (), {"lamp": self._lamps}, {}
+        )
+        self._won = False
+        return len(self._new_store(("off", x) for x in self._lamps))
+
+    def _pre(self, action: tuple[str, ...]) -> tuple[tuple[str, ...], ...] | None:
+        return None if not self._well_formed(action) else (("off", action[1]),) if len(action) > 1 else ()
+
+    def _label(self, action: tuple[str, ...], unmet: tuple[tuple[str, ...], ...]) -> str:
+        return "already_on"
+
+    def _apply(self, action: tuple[str, ...]) -> None:
+        if action[0] == "toggle":
+            self._flip(("off", action[1]), ("on", action[1]))
+            self._on[action[1]] = True
+            self._won = all(self._on.values())
+
+    def _mutations(self) -> list[tuple[str, str]]:
+        return [("off", x) for x in self._lamps if self._on[x]]
+
+    def _look(self, action: tuple[str, ...] | None) -> tuple[tuple[str, ...], ...]:
+        out: list[tuple[str, ...]] = []
+        if action is not None and len(action) > 1:
+            x = action[1]
+            self._see([(("lamp", x), ("on" if self._on[x] else "off", x))], out)
+        return tuple(out)
+
+    def _lie_entities(self) -> tuple[str, ...]:
+        return self._lamps
+
+    def _phantom_facts(self, rng: Rng) -> list[tuple[str, ...]]:
+        return [("on" if rng.chance(0.5) else "off", x) for x in phantom_names("lamp", len(self._lamps), 3)]
+
+    def valid_actions(self) -> tuple[tuple[str, ...], ...]:
+        return (("noop",), *(("toggle", x) for x in self._lamps if not self._on[x]))
+
+    def normalize(self, facts: Iterable[tuple[str, ...]]) -> frozenset[tuple[str, ...]]:
+        return frozenset(tuple(f) for f in facts)
+
+    def _restore_state(self, state: Any) -> None:
+        store = self._new_store(state)
+        self._on = {x: ("on", x) in store for x in self._lamps}
+        self._won = all(self._on.values())
+
+
+def _lamps(observation: str, mutation: str = "static") -> Lamps:
+    env = Lamps(StressSpec(sc=4, dd=1, horizon=30, observation=observation, mutation=mutation))
+    env.reset(7, 0)
+    return env
+
+
+def test_a_new_environment_gets_the_episode_machinery_from_the_base() -> None:
+    """Writing only the hooks gives reset, step with its messages and error labels,
+    the task, the optimal plan, the invariant check, snapshots and the win."""
+    env = _lamps("clean")
+    assert env.optimal_plan() == tuple(("toggle", f"lamp{i}") for i in range(1, 5))
+    assert env.step(("fly", "lamp1")).error == "unknown_action"
+    snap = env.snapshot()
+    assert env.step(("toggle", "lamp1")).observation.message == "toggle(lamp1): ok"
+    bad = env.step(("toggle", "lamp1"))
+    assert (bad.valid, bad.error, bad.unmet) == (False, "already_on", (("off", "lamp1"),))
+    assert env.invariant_violations([("on", "lamp1"), ("off", "lamp1"), ("on", "lamp9")]) == [
+        "lamp1 is both on and off: off(lamp1) and on(lamp1)",
+        "on(lamp9): lamp9 is no entity of this world",
+    ]
+    env.restore(snap)
+    assert env.t == 1 and ("off", "lamp1") in env.gold_state()
+    for i in range(1, 5):
+        last = env.step(("toggle", f"lamp{i}"))
+    assert last.done and last.success and last.observation.message == "toggle(lamp4): ok; goal reached"
+
+
+def test_a_new_environment_gets_every_observation_mode_and_mutation() -> None:
+    """Partial observation (briefing, then what ``_look`` shows, tracked by the
+    last-seen bookkeeping), phantom distractors, conflicting lies and exogenous
+    switch-offs all come from the base."""
+    env = _lamps("partial")
+    seen = env.step(("toggle", "lamp2"))
+    assert seen.observation.facts == (("on", "lamp2"),)
+    assert env.observable_gold() == frozenset(env.gold_state())  # nothing changed out of sight
+    distractor = _lamps("distractor").step(("noop",)).observation
+    assert distractor.injected and all(
+        f[1] not in {"lamp1", "lamp2", "lamp3", "lamp4"} for f in distractor.injected
+    )
+    conflict = _lamps("conflict")
+    lies = [
+        r.observation.injected
+        for r in (conflict.step(("noop",)) for _ in range(10))
+        if r.observation.injected
+    ]
+    assert lies and all(lie[0] == ("on", lie[0][1]) for lie in lies)  # every lamp is off: a lie says on
+    mutating = _lamps("clean", "high")
+    events = [e for x in ("lamp1", "lamp2", "lamp3") for e in mutating.step(("toggle", x)).events]
+    events += [e for _ in range(20) if not mutating.done for e in mutating.step(("noop",)).events]
+    assert events and all(e.endswith("was switched off") for e in events)

@@ -113,6 +113,7 @@ class EnvironmentBase(Generic[W]):
         self.spec = spec
         self._world: W | None = None
         self._plan: tuple[Action, ...] = ()
+        self._loc: dict[str, Fact] = {}  # where each item is (worlds without items keep it empty)
         self._t = 0
         self._over = False
 
