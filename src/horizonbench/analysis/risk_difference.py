@@ -17,17 +17,6 @@ from scipy import optimize, special
 CLIFF_MARGIN = 0.30
 
 
-@dataclass(frozen=True, slots=True)
-class MNTest:
-    """One-sided Miettinen-Nurminen test of ``H0: p1 - p2 <= delta0``."""
-
-    z: float
-    p_value: float
-    diff: float
-    p1_restricted: float
-    p2_restricted: float
-
-
 def _restricted_mle(x1: int, n1: int, x2: int, n2: int, delta0: float) -> tuple[float, float]:
     """Maximum-likelihood ``(p1, p2)`` subject to ``p1 - p2 = delta0``.
 
@@ -91,6 +80,17 @@ def _restricted_mle_numeric(x1: int, n1: int, x2: int, n2: int, delta0: float) -
     res = optimize.minimize_scalar(negloglik, bounds=(lo1, hi1), method="bounded", options={"xatol": 1e-12})
     p1 = float(min((float(res.x), lo1, hi1), key=negloglik))
     return p1, p1 - delta0
+
+
+@dataclass(frozen=True, slots=True)
+class MNTest:
+    """One-sided Miettinen-Nurminen test of ``H0: p1 - p2 <= delta0``."""
+
+    z: float
+    p_value: float
+    diff: float
+    p1_restricted: float
+    p2_restricted: float
 
 
 def miettinen_nurminen_test(x1: int, n1: int, x2: int, n2: int, delta0: float = CLIFF_MARGIN) -> MNTest:
