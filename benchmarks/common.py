@@ -337,7 +337,7 @@ def print_table(header: Sequence[str], rows: Sequence[Sequence[str]], left: Sequ
         ).rstrip()
 
     print(line(header))
-    print("  ".join("-" * w for w in widths))
+    print("  ".join("-" * w for w in widths).rstrip())
     for r in rows:
         print(line(r))
 
