@@ -122,6 +122,19 @@ def _grid(fig: Figure, n: int, **kw: object) -> tuple[np.ndarray, int]:
     return axes, ncols
 
 
+def _style_key(ax: Axes, grey: str, solid: tuple[str, float], dashed: tuple[str, float]) -> None:
+    """The legend of a figure whose colours are the models (named at the line ends): a
+    key, in ``grey``, to its two line styles, each ``(label, line width)``."""
+    ax.legend(
+        handles=[
+            Line2D([], [], color=grey, lw=solid[1], label=solid[0]),
+            Line2D([], [], color=grey, lw=dashed[1], linestyle="--", label=dashed[0]),
+        ],
+        fontsize=_SMALL,
+        loc="upper left",
+    )
+
+
 def _end_labels(ax: Axes, ends: list[tuple[str, float, float, str]]) -> None:
     """Name each line just right of its last point, nudged apart so names never
     overlap (call after the y limits are final)."""
@@ -238,14 +251,7 @@ def first_violation_by_length_svg(df: pd.DataFrame) -> str:
             ax.set_xticks(mids, labels)
         ax.set_xlabel("logical depth L (solution length), by range")
         ax.set_ylabel("first violation step\n(median; band: 25th–75th percentile)")
-        ax.legend(
-            handles=[
-                Line2D([], [], color="0.3", lw=1.4, label="observed median"),
-                Line2D([], [], color="0.3", lw=1.0, linestyle="--", label="constant-rate expectation"),
-            ],
-            fontsize=_SMALL,
-            loc="upper left",
-        )
+        _style_key(ax, "0.3", ("observed median", 1.4), ("constant-rate expectation", 1.0))
         _end_labels(ax, ends)
         return _svg(fig, name)
 
@@ -458,13 +464,6 @@ def tokens_by_length_svg(df: pd.DataFrame) -> str:
         ax.set_ylim(0.0, max(1.0, top) * 1.05)
         ax.set_xlabel("logical depth L (solution length, bin lower edge)")
         ax.set_ylabel("output tokens per attempt")
-        ax.legend(
-            handles=[
-                Line2D([], [], color="0.35", lw=1.4, label="mean"),
-                Line2D([], [], color="0.35", lw=0.9, ls="--", label="90th percentile"),
-            ],
-            loc="upper left",
-            fontsize=_SMALL,
-        )
+        _style_key(ax, "0.35", ("mean", 1.4), ("90th percentile", 0.9))
         _end_labels(ax, ends)
         return _svg(fig, name)
