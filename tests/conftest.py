@@ -40,32 +40,34 @@ def prefect_server():
 
 
 @pytest.fixture(scope="session")
-def shared_demo_run(tmp_path_factory, worker_id):
-    """The full demo, run once per test session whichever worker asks first (tests/demo_run.py)."""
+def shared_demo_run(tmp_path_factory, worker_id, prefect_server):
+    """The demo, run once per test session whichever worker asks first (tests/demo_run.py)."""
     from demo_run import shared_demo
 
     base = tmp_path_factory.getbasetemp()
     # under xdist each worker's temp folder sits in one folder of the session
-    return shared_demo(base if worker_id == "master" else base.parent)
+    return shared_demo(base if worker_id == "master" else base.parent, prefect_server)
 
 
 #: rough seconds of ``make test`` per test file, for the files holding its slowest tests:
-#: the sum of their tests among the ``--durations=15`` of the CI run of 2026-12-03 (1991
-#: tests, 880 s); test_shipped_configs from its docstring, less the demo's smoke run. The
-#: browser tests carry the shared demo (78 s at full scale then, about half at scale 0.1);
-#: the digest and shipped-config tests that share it then find it made. An order hint: a
-#: stale number costs balance, never a result.
+#: the sum of their tests among the ``--durations=15`` of the five CI runs of 2026-12-03
+#: (medians; 1991 tests, 880 s in the last); test_shipped_configs from its docstring, less
+#: the demo's smoke run. The browser tests carry the shared demo (78 s at full scale,
+#: about half at scale 0.1); the digest and shipped-config tests that share it then find
+#: it made. An order hint: a stale number costs balance, never a result.
 HEAVY_FILES = {
     "test_shipped_configs.py": 190,
-    "test_evaluation_process.py": 103,
+    "test_evaluation_process.py": 105,
+    "test_puzzle_pipeline.py": 100,
     "test_world_models_pipeline.py": 90,
-    "test_report_browser.py": 78,
-    "test_models_throughput.py": 63,
-    "test_prefect_yaml.py": 44,
+    "test_models_throughput.py": 62,
+    "test_prefect_yaml.py": 53,
+    "test_report_browser.py": 45,
     "test_world_pipeline.py": 43,
-    "test_startup.py": 32,
-    "test_puzzle_pipeline.py": 31,
-    "test_run_folder_verify.py": 28,
+    "test_startup.py": 33,
+    "test_compare.py": 30,
+    "test_side_process.py": 30,
+    "test_run_folder_verify.py": 29,
 }
 
 

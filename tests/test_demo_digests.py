@@ -2,13 +2,16 @@
 
 Issue 24 rearranges the code and promises users nothing changes. This test pins the
 sha256 of every table (each Parquet file of the run folder outside the shard cache
-``cache/``), of ``report/index.html`` and the exit code of the full demo, exactly as
-``make demo`` runs it (the run is shared with tests/test_report_browser.py:
-tests/demo_run.py). The digests in tests/demo_digests.json were recorded from commit
-c527958, the code before the refactor, with the command the file names.
+``cache/``), of ``report/index.html`` and the exit code of the demo that the test session
+runs once (``horizonbench demo --scale 0.1``, shared with the browser and shipped-config
+tests: tests/demo_run.py). The digests in tests/demo_digests.json were recorded from
+commit c527958, the code before the refactor, with the commands the file names. The file
+also holds the digests of ``make demo``'s full run, checked by hand (below): the full
+demo costs 95-105 CPU-s, too much for every ``make test``; the scaled one runs every
+family, sweep setting, mode, model, environment, agent and stage.
 
-Which bytes vary by nature was measured, not guessed: c527958's demo run three times
-(two folders, with and without ``--no-progress``) and every file compared. Only two
+Which bytes vary by nature was measured, not guessed: c527958's full demo run three
+times (two folders, with and without ``--no-progress``) and every file compared. Only two
 things in the pinned outputs differ between runs, and they are normalised here:
 
 - ``latency_s`` of ``attempts/attempts.parquet``: each offline call's measured wall
@@ -25,10 +28,11 @@ out of the run folder). The digests also hold for one set of package versions: p
 writes its version into every file and the report lists the versions; after a change to
 requirements.lock, record again from the commit before the change.
 
-Check another run folder (e.g. after ``make demo``) or record new digests::
+Check ``make demo``'s run folder, or record digests for a run (``--entry`` names which)::
 
-    .venv/bin/python tests/test_demo_digests.py check runs/demo
-    .venv/bin/python tests/test_demo_digests.py record DIR --exit-code 0 --commit SHA --command "..."
+    .venv/bin/python tests/test_demo_digests.py check runs/demo --entry "make demo"
+    .venv/bin/python tests/test_demo_digests.py record DIR --entry NAME --argv ARGS \\
+        --exit-code 0 --commit SHA --command "..."
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from demo_run import ARGV
+
 DIGESTS = Path(__file__).with_name("demo_digests.json")
 REPORT = "report/index.html"
 ATTEMPTS = "attempts/attempts.parquet"
@@ -53,6 +59,9 @@ MEASURED = {ATTEMPTS: ("latency_s",)}
 GIT_SHA = re.compile(rb"(<dt>git_sha</dt><dd>)[^<]*(</dd>)")
 #: folders of the run whose Parquet files are no output of the demo
 NOT_TABLES = ("cache/",)
+#: the digests file's entries: the test session's shared demo and ``make demo``'s run
+TEST_ENTRY = "shared test run"
+FULL_ENTRY = "make demo"
 
 
 def _sha(data: bytes) -> str:
@@ -114,22 +123,27 @@ def differences(pinned: dict[str, str], seen: dict[str, str]) -> list[str]:
     return lines
 
 
-def _pinned() -> dict:
-    return json.loads(DIGESTS.read_text(encoding="utf-8"))
+def _pinned(entry: str) -> dict:
+    return json.loads(DIGESTS.read_text(encoding="utf-8"))["runs"][entry]
 
 
 @pytest.mark.flow
 def test_the_demo_writes_the_same_tables_report_and_exit_code_as_before_issue_24(shared_demo_run):
-    pinned = _pinned()
+    pinned = _pinned(TEST_ENTRY)
+    # the shared run is the one the digests were recorded for
+    assert pinned["argv"] == ARGV
     assert shared_demo_run.exit_code == pinned["exit_code"], shared_demo_run.stderr_tail
     diff = differences(pinned["files"], digests(shared_demo_run.path))
     assert diff == [], f"the demo's outputs differ from {pinned['recorded_from']}'s:\n" + "\n".join(diff)
 
 
-def test_the_pins_cover_every_table_kind_and_the_report():
+@pytest.mark.parametrize("entry", [TEST_ENTRY, FULL_ENTRY])
+def test_the_pins_cover_every_table_kind_and_the_report(entry):
     """The digests file holds what the docstring says: the report, the instance tables of
     every family and sweep setting, scores, attempts, episodes and analysis tables."""
-    files = _pinned()["files"]
+    pinned = _pinned(entry)
+    files = pinned["files"]
+    assert pinned["exit_code"] == 0 and pinned["recorded_from"].startswith("c527958")
     assert REPORT in files and ATTEMPTS in files and "scores/scores.parquet" in files
     assert {"episodes/part-0.parquet", "steps/part-0.parquet", "prompts/prompts.parquet"} <= files.keys()
     families = {k.split("/")[1] for k in files if k.startswith("instances/")}
@@ -187,8 +201,11 @@ def _main(argv: list[str]) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="compare a demo run folder with tests/demo_digests.json")
     check.add_argument("run", type=Path)
-    record = sub.add_parser("record", help="write tests/demo_digests.json from a demo run folder")
+    check.add_argument("--entry", default=FULL_ENTRY, help=f"which digests (default {FULL_ENTRY!r})")
+    record = sub.add_parser("record", help="write one entry of tests/demo_digests.json from a run folder")
     record.add_argument("run", type=Path)
+    record.add_argument("--entry", required=True, help=f"{TEST_ENTRY!r} or {FULL_ENTRY!r}")
+    record.add_argument("--argv", required=True, help="the horizonbench arguments, --out left out")
     record.add_argument("--exit-code", type=int, required=True, help="the demo command's exit code")
     record.add_argument("--commit", required=True, help="the commit whose code ran the demo")
     record.add_argument("--command", required=True, help="the commands that made the run folder")
@@ -197,15 +214,17 @@ def _main(argv: list[str]) -> int:
         print(f"{args.run}: no {REPORT}: not a demo run folder", file=sys.stderr)
         return 2
     if args.command == "check":
-        pinned = _pinned()
+        pinned = _pinned(args.entry)
         diff = differences(pinned["files"], digests(args.run))
         print("\n".join(diff) or f"same as {pinned['recorded_from']}: {len(pinned['files'])} outputs")
         return 1 if diff else 0
-    data = {
+    data = json.loads(DIGESTS.read_text(encoding="utf-8")) if DIGESTS.exists() else {}
+    data["normalised"] = {ATTEMPTS: "latency_s set to 0.0", REPORT: "the git_sha line"}
+    data.setdefault("runs", {})[args.entry] = {
+        "argv": args.argv.split(),
         "recorded_from": args.commit,
         "command": args.command,
         "exit_code": args.exit_code,
-        "normalised": {"attempts/attempts.parquet": "latency_s set to 0.0", REPORT: "the git_sha line"},
         "files": digests(args.run),
     }
     tmp = DIGESTS.with_suffix(".json.tmp")

@@ -3,7 +3,9 @@
 The page must load with no console errors or warnings and no uncaught exception, request
 nothing beyond the file itself (data: URLs are part of the file), carry a title and a table
 of contents whose links all land on a section, and fit a laptop screen's width. A
-screenshot at laptop size is written to ``<run>/report/screenshot.png`` for CI to keep.
+screenshot at laptop size is written to ``<run>/report/screenshot.png``; for the demo the
+test session runs (at scale 0.1, shared with the digest tests: tests/demo_run.py), the
+report and its screenshot are then copied to ``runs/test-report/report/`` for CI to keep.
 
 Chromium is installed with apt-get when it is missing; the tests skip, saying why, only
 where that cannot be done. ``HORIZONBENCH_BROWSER_RUN=<run folder>`` tests that run's
@@ -14,6 +16,7 @@ report instead of running the demo (e.g. after ``make demo``, so the screenshot 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -77,7 +80,7 @@ def demo_run(request) -> Path:
         run = Path(given)
         assert (run / "report" / "index.html").is_file(), f"{ENV_RUN}={given} holds no report/index.html"
         return run
-    # the full demo, shared with tests/test_demo_digests.py (tests/demo_run.py)
+    # the session's demo, shared with the digest and shipped-config tests (tests/demo_run.py)
     demo = request.getfixturevalue("shared_demo_run")
     assert demo.exit_code == 0, (
         f"`horizonbench demo` failed with exit code {demo.exit_code}:\n{demo.stderr_tail}"
@@ -87,12 +90,18 @@ def demo_run(request) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_page(chromium, demo_run):
-    return load_page(
+    page = load_page(
         chromium,
         demo_run / "report" / "index.html",
         screenshot=demo_run / "report" / "screenshot.png",
         evaluate=PAGE,
     )
+    if not os.environ.get(ENV_RUN):
+        # the session's run sits in its temp folder; CI keeps what lands in runs/ (git-ignored)
+        keep = Path(__file__).resolve().parents[1] / "runs" / "test-report" / "report"
+        shutil.rmtree(keep, ignore_errors=True)
+        shutil.copytree(demo_run / "report", keep)
+    return page
 
 
 @pytest.mark.flow

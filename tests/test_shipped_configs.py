@@ -7,10 +7,15 @@ up by itself) runs through the command line (its main()), every stage, at a frac
 its scale: the same families, sweep settings, modes, models, environments and agents.
 
 Every config runs end to end; none needed the fallback of a dry run plus a sampled
-generation. Measured (``pytest tests/test_shipped_configs.py --durations=15``,
-2026-12-03, 2 cores at load average 5-6 from other work): 236 s in all, 128 CPU-s;
-seqbench-paper (14 sweep labels) and the demo 44 s each, the world studies 7-24 s, the
-Prefect test server 20 s once a session (wall time; CPU-s from /usr/bin/time).
+generation. The demo config has no smoke run of its own: it runs once per test session
+at scale 0.1 (tests/demo_run.py, shared with the browser and digest tests), and its test
+here checks that run the same way, at no further cost.
+
+Measured (``pytest tests/test_shipped_configs.py --durations=15``, 2026-12-03, 2 cores
+at load average 5-6 from other work): 236 s in all, 128 CPU-s; seqbench-paper (14 sweep
+labels) and the demo 44 s each, the world studies 7-24 s, the Prefect test server 20 s
+once a session (wall time; CPU-s from /usr/bin/time). Dropping the demo's smoke run
+(issue 24) saves its 33 s of ``make test`` (--durations of the CI run of 2026-12-03).
 
 API models are pointed at the fake model server on 127.0.0.1 (their base_url
 rewritten in a copy of the config, keys dummies from the environment): no real
@@ -27,6 +32,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from demo_run import SCALE as DEMO_SCALE
 from fake_model_server import running_fake_server
 from horizonbench.cli.main import main
 from horizonbench.schemas.config import load_config
@@ -40,6 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 CONFIG_DIRS = (ROOT / "configs", ROOT / "src" / "horizonbench" / "configs")
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json")
 CONFIGS = sorted(p for d in CONFIG_DIRS for p in d.iterdir() if p.suffix in CONFIG_SUFFIXES)
+#: the demo runs at a smaller scale in every test session (tests/demo_run.py), so it
+#: needs no smoke run of its own
+DEMO = ROOT / "src" / "horizonbench" / "configs" / "demo.yaml"
+SMOKE_CONFIGS = [p for p in CONFIGS if p != DEMO]
 
 #: the smoke scale: the fewest instances that still run every path (recurrreason: 97
 #: puzzles of all four families; a maze label: one bin; a world study: the corners of
@@ -107,7 +117,7 @@ def test_a_config_whose_full_run_cannot_finish_fails_its_smoke_run(tmp_path, cap
     assert "(n = 1: 6 of 100)" in err and not out.exists()
 
 
-@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", SMOKE_CONFIGS, ids=lambda p: p.name)
 def test_shipped_config_runs_at_smoke_scale(path, tmp_path, prefect_server, fake_server, monkeypatch, capsys):
     monkeypatch.setenv("PREFECT_API_URL", prefect_server)
     config, api_models = _local_copy(path, fake_server, tmp_path, monkeypatch)
@@ -126,6 +136,31 @@ def test_shipped_config_runs_at_smoke_scale(path, tmp_path, prefect_server, fake
     expected = scale_config(load_config(config), SCALE).model_dump(mode="json")
     assert ran["families"] == expected["families"] and ran.get("worlds") == expected.get("worlds")
     assert ran["evaluation"]["samples"] == expected["evaluation"]["samples"] == 1
+    _check_every_part_ran(path, out, ran)
+    # every API model was called, and only on the fake server
+    called = {r.body.get("model") for r in fake_server.requests[before:]}
+    wanted = {m["model"] for m in ran["evaluation"]["models"] if m["name"] in api_models}
+    assert called == wanted
+    for p in out.rglob("*"):
+        if p.is_file():
+            assert DUMMY_KEY.encode() not in p.read_bytes(), p
+
+
+def test_the_demo_config_runs_in_the_shared_demo(shared_demo_run):
+    """The demo config runs once per test session (``horizonbench demo --scale``, shared
+    with the browser and digest tests: tests/demo_run.py); checked as the smoke runs are."""
+    assert shared_demo_run.exit_code == 0, shared_demo_run.stderr_tail
+    out = shared_demo_run.path
+    ran = json.loads((out / "manifest.json").read_text())["config"]
+    expected = scale_config(load_config(DEMO), float(DEMO_SCALE)).model_dump(mode="json")
+    assert ran["families"] == expected["families"] and ran["worlds"] == expected["worlds"]
+    assert ran["evaluation"]["samples"] == expected["evaluation"]["samples"]
+    _check_every_part_ran(DEMO, out, ran)
+
+
+def _check_every_part_ran(path: Path, out: Path, ran: dict[str, Any]) -> None:
+    """A report, instances of every family, scores of every model in every mode, and
+    episodes of every agent in every environment."""
     assert (out / "report" / "index.html").stat().st_size > 0
     shipped = _load(path)
     if shipped.get("families"):
@@ -140,10 +175,3 @@ def test_shipped_config_runs_at_smoke_scale(path, tmp_path, prefect_server, fake
         episodes = pq.read_table(out / EPISODES_REL).to_pandas()
         assert set(episodes.model) == {a["name"] for a in ran["worlds"]["agents"]}
         assert set(episodes.env) == set(ran["worlds"]["environments"])
-    # every API model was called, and only on the fake server
-    called = {r.body.get("model") for r in fake_server.requests[before:]}
-    wanted = {m["model"] for m in ran["evaluation"]["models"] if m["name"] in api_models}
-    assert called == wanted
-    for p in out.rglob("*"):
-        if p.is_file():
-            assert DUMMY_KEY.encode() not in p.read_bytes(), p
