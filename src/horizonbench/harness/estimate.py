@@ -34,6 +34,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from horizonbench.core.text import aligned_lines
 from horizonbench.datasets.worlds.base import Observation, format_action, format_fact
 from horizonbench.datasets.worlds.episode import EpisodeSpec
 from horizonbench.datasets.worlds.study import environment_class
@@ -217,8 +218,7 @@ def format_world_estimate(rows: list[dict[str, Any]]) -> str:
         )
         for r in rows
     ]
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in (head, *body)]
+    lines = aligned_lines(head, body)
     calls = sum(r["calls"] for r in rows)
     cost = sum(r["cost_usd"] for r in rows)
     cost_max = sum(r["cost_usd_max"] for r in rows)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from horizonbench.core.text import aligned_lines
 from horizonbench.models.attempt_store import AttemptStore
 from horizonbench.models.engine import ModelRunner, prompt_chars, split_stored
 from horizonbench.models.factory import build_model
@@ -90,7 +91,6 @@ def format_estimate(rows: list[dict[str, Any]]) -> str:
     ]
     total = sum(r["cost_usd_max"] for r in rows)
     calls = sum(r["calls"] for r in rows)
-    widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)) for line in (head, *body)]
+    lines = aligned_lines(head, body)
     lines.append(f"dry run: {calls} calls, at most {total:.2f} USD; nothing was sent")
     return "\n".join(lines)
