@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from horizonbench.analysis import phase, worlds
-from horizonbench.calibration.base import COVERAGE_95, REPORT, Case, Trial, register
+from horizonbench.calibration.base import REPORT, Case, Study, Trial, register
 
 #: the fine scan of wmc-fine (sc 10..20 at dd = 1), 50 episodes per cell as the paper's
 FINE_SC = np.arange(10, 21)
@@ -106,43 +106,46 @@ def transition_study_for(width: float | None):
     return study
 
 
-SC_STAR_SHARP = register(
-    Case(
-        name="sc* coverage (sharp)",
-        statistic="analysis/worlds.py critical_points: phase.critical_point_bootstrap (200)",
-        planted=f"p(sc) logistic, centre {CENTRE}, width {SHARP_WIDTH}; sc 10..20, {CELL_N} per cell: "
-        f"grid crossing {true_crossing(CENTRE, SHARP_WIDTH):.2f}",
-        null="p = 0.8 in every cell: an interval bounded on both sides claims a crossing",
-        measure="coverage",
-        planted_study=sc_star_study_for(SHARP_WIDTH),
-        planted_target=COVERAGE_95,
-        null_study=sc_star_null_study,
+def sc_star_case(
+    shape: str,
+    centre: float,
+    width: float,
+    detail: str,
+    null: str = "(coverage: see the sharp case's null)",
+    null_study: Study | None = None,
+) -> Case:
+    """Register one sc* coverage case: the same statistic over a logistic p(sc) of this
+    centre and width (``detail`` ends the planted text); only the sharp case has a null."""
+    return register(
+        Case(
+            name=f"sc* coverage ({shape})",
+            statistic="analysis/worlds.py critical_points: phase.critical_point_bootstrap (200)",
+            planted=f"p(sc) logistic, centre {centre}, width {width}{detail}",
+            null=null,
+            measure="coverage",
+            planted_study=sc_star_study_for(width, centre),
+            null_study=null_study,
+        )
     )
-)
 
-SC_STAR_SMOOTH = register(
-    Case(
-        name="sc* coverage (smooth)",
-        statistic="analysis/worlds.py critical_points: phase.critical_point_bootstrap (200)",
-        planted=f"p(sc) logistic, centre {CENTRE}, width {SMOOTH_WIDTH}: grid crossing "
-        f"{true_crossing(CENTRE, SMOOTH_WIDTH):.2f}",
-        null="(coverage: see the sharp case's null)",
-        measure="coverage",
-        planted_study=sc_star_study_for(SMOOTH_WIDTH),
-    )
-)
 
-SC_STAR_STEP = register(
-    Case(
-        name="sc* coverage (step)",
-        statistic="analysis/worlds.py critical_points: phase.critical_point_bootstrap (200)",
-        planted=f"p(sc) logistic, centre {STEP_CENTRE}, width {STEP_WIDTH}: p(14) = 0.98, p(15) = 0.01, "
-        f"grid crossing {true_crossing(STEP_CENTRE, STEP_WIDTH):.3f}; the bracketing cells are often "
-        "all 1 and all 0",
-        null="(coverage: see the sharp case's null)",
-        measure="coverage",
-        planted_study=sc_star_study_for(STEP_WIDTH, STEP_CENTRE),
-    )
+SC_STAR_SHARP = sc_star_case(
+    "sharp",
+    CENTRE,
+    SHARP_WIDTH,
+    f"; sc 10..20, {CELL_N} per cell: grid crossing {true_crossing(CENTRE, SHARP_WIDTH):.2f}",
+    null="p = 0.8 in every cell: an interval bounded on both sides claims a crossing",
+    null_study=sc_star_null_study,
+)
+SC_STAR_SMOOTH = sc_star_case(
+    "smooth", CENTRE, SMOOTH_WIDTH, f": grid crossing {true_crossing(CENTRE, SMOOTH_WIDTH):.2f}"
+)
+SC_STAR_STEP = sc_star_case(
+    "step",
+    STEP_CENTRE,
+    STEP_WIDTH,
+    f": p(14) = 0.98, p(15) = 0.01, grid crossing {true_crossing(STEP_CENTRE, STEP_WIDTH):.3f}; "
+    "the bracketing cells are often all 1 and all 0",
 )
 
 W_TRANS = register(
