@@ -82,6 +82,12 @@ BENCHMARKS: list[Benchmark] = [
     ),
     Benchmark("overhead", "overhead.py", "the fixed cost of a 10-instance run, start-up step by step"),
     Benchmark(
+        "tricks",
+        "tricks.py",
+        "every speed trick on and off side by side: start-up, scoring lanes, shard cache, paused collector",
+        smoke=("--quick", "--only", "gc", "--only", "cache"),
+    ),
+    Benchmark(
         "scale",
         "scale.py",
         "generation's peak memory against instance count, and 1 -> 2 workers",

@@ -218,9 +218,11 @@ def _unanswered(att: Mapping[str, Any], row: Mapping[str, Any], error_class: str
 # generator's shards use): a shard allocates some hundred thousand containers (the
 # rows as dicts, each solution step a dict, the parsed plans, the score rows) and frees
 # nearly all of them by reference counting, yet with the collector on its passes were
-# a third of the worker's CPU on a shard of 1,800 answers (5,500 against 8,700 answers
-# per CPU-second), more in a process with a larger heap. Any cycle made meanwhile is
-# collected by the first pass after.
+# a third of the worker's CPU on a shard of 1,800 answers when this went in (5,500
+# against 8,700 answers per CPU-second), more in a process with a larger heap; on
+# 2026-12-03 the passes were 3.8% of it and the shards took 1.13x the CPU with the
+# collector on (``datasets.shards.gc_paused`` has the figures and the command). Any
+# cycle made meanwhile is collected by the first pass after.
 
 
 @dataclass(frozen=True)
