@@ -4,30 +4,39 @@ An environment subclasses :class:`EnvironmentBase` and writes only its own rules
 base runs the episode around them, the same way in every environment:
 
 - ``reset``: checks the seed and archetype, seeds the mutation and observation streams
-  (``derive_seed(seed, name, "mutation" | "observation")``), calls the environment's
+  (``derive_seed(seed, name, "mutation" | "observation")``), takes the world and its
+  optimal plan from :attr:`~EnvironmentBase.generate` and
+  :attr:`~EnvironmentBase.solver`, calls the environment's
   :meth:`~EnvironmentBase._build`, draws the distractor mode's phantom views, and
   returns the first observation (a full briefing) with the task;
 - ``step``: the gold check (every precondition of :meth:`~EnvironmentBase._pre` must
   hold, else the action changes nothing and :meth:`~EnvironmentBase._label` names the
   error; ``unknown_action`` for no action of this world), time, at most one mutation
-  (with the spec's per-step rate, never after a win or at the horizon: ``_mutate``),
-  the message and the observation;
-- the four observation modes (``clean``, ``partial`` through
-  :class:`~.observation.LastSeen` and the environment's :meth:`~EnvironmentBase._look`,
-  ``distractor`` with the phantom views of :meth:`~EnvironmentBase._phantom_facts`,
+  (with the spec's per-step rate, never after a win or at the horizon), the message
+  and the observation;
+- the four observation modes (``clean``; ``partial`` through
+  :class:`~.observation.LastSeen` and the environment's :meth:`~EnvironmentBase._look`;
+  ``distractor`` with the phantom views of :meth:`~EnvironmentBase._phantom_facts`;
   ``conflict`` with :meth:`~EnvironmentBase._conflict_fact`) and ``observable_gold``;
+- mutation: one change drawn uniformly from :meth:`~EnvironmentBase._mutations` (a
+  switch turning off is done here, the rest by :meth:`~EnvironmentBase._mutation`);
 - ``invariant_violations`` (malformed facts, wrong entity kinds, two facts of one slot),
-  ``preconditions``, ``gold_state``, ``slot``, ``snapshot`` and ``restore``.
+  ``preconditions``, ``gold_state``, ``slot``, ``snapshot`` and ``restore``; for worlds
+  whose agent walks and whose items lie in places, their indexing (``_locate``,
+  ``_move``) and the places the last-seen check looks at (:attr:`item_places`).
 
-The hooks an environment writes: ``_build`` (the world, its indexes, ``_plan``,
-``_task``, ``_store`` and ``_won``; returns the initial state's size), ``_pre``,
-``_label``, ``_apply``, ``_mutate``, ``_look``, ``_conflict_fact``,
-``_phantom_facts``, ``valid_actions`` and ``normalize``; and optionally
-``_always_observable``, ``_place_of``, ``_arg_problems``, ``_relation_problems``,
-``_state_snapshot``/``_restore_state``. Class attributes name the vocabulary:
-``name``, ``verbs``, ``error_labels``, ``sc_kinds``, ``predicates``,
-``task_predicates``, ``signatures``, ``slot_of_predicate``, ``clashes`` and
-``win_message``.
+The hooks an environment writes: ``_build`` (its indexes, ``_kind``, ``_task`` through
+``_task_of``, the reset state through ``_new_store``, ``_won``; returns the reset
+state's size), ``_pre``, ``_label``, ``_apply``, ``_mutations``/``_mutation`` (or a
+whole ``_mutate``), ``_look``, ``_lie_entities``/``_lie_places`` (or a whole
+``_conflict_fact``), ``_phantom_facts``, ``_restore_state``, ``valid_actions`` and
+``normalize``; optionally ``_always_observable``, ``_arg_problems``,
+``_relation_problems``, ``_state_snapshot``, ``_place``/``_unplace``. Class attributes
+name the vocabulary: ``name``, ``verbs``, ``error_labels``, ``sc_kinds``,
+``predicates``, ``task_predicates``, ``signatures``, ``slot_of_predicate``,
+``clashes``, ``item_kinds``, ``item_places``, ``conflict_states`` and
+``win_message``. ``tests/test_world_shared.py`` has a whole environment (``Lamps``)
+written this way.
 """
 
 from __future__ import annotations
