@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Annotated, Any, ClassVar, Protocol
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, Field
 
 State = Hashable
 Move = Hashable
@@ -161,6 +161,13 @@ def check_sizes(ns: list[int]) -> list[int]:
     return ns
 
 
+#: a params ``ns`` field checked by :func:`check_sizes`, every size by default: declared
+#: once here so the puzzles that take the whole range cannot drift apart on it
+Sizes = Annotated[
+    list[int], Field(default_factory=lambda: list(range(1, MAX_N + 1))), AfterValidator(check_sizes)
+]
+
+
 def bfs_path(
     start: State,
     goal: State,
@@ -281,6 +288,7 @@ __all__: Sequence[str] = [
     "MAX_N",
     "IllegalMove",
     "Puzzle",
+    "Sizes",
     "Unsolved",
     "bfs_path",
     "check_sizes",

@@ -49,7 +49,7 @@ from math import comb
 from typing import Any, ClassVar, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from horizonbench.datasets.puzzles.base import (
     MAX_N,
@@ -57,10 +57,10 @@ from horizonbench.datasets.puzzles.base import (
     Certificate,
     Configuration,
     IllegalMove,
+    Sizes,
     Unsolved,
     bfs_distance,
     bfs_path,
-    check_sizes,
     descend,
     pick_by_kind,
 )
@@ -90,7 +90,7 @@ class CheckersParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    ns: list[int] = Field(default_factory=lambda: list(range(1, MAX_N + 1)))
+    ns: Sizes
     max_configurations_per_n: int = Field(default=1000, ge=1)
     #: above the cap: "uniform", a seeded uniform sample; "first", the first half of the
     #: cap of each orientation in lexicographic order, which is what the paper's Table 4
@@ -98,11 +98,6 @@ class CheckersParams(BaseModel):
     selection: Literal["uniform", "first"] = "uniform"
     sample_seed: int = Field(default=0, ge=0)
     node_limit: int = Field(default=5_000_000, ge=1)
-
-    @field_validator("ns")
-    @classmethod
-    def _sizes_in_range(cls, ns: list[int]) -> list[int]:
-        return check_sizes(ns)
 
 
 def canonical_start(n: int, orientation: str) -> str:

@@ -20,17 +20,16 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from horizonbench.datasets.puzzles.base import (
-    MAX_N,
     BadText,
     Certificate,
     Configuration,
     IllegalMove,
+    Sizes,
     Unsolved,
     bfs_distance,
-    check_sizes,
     descend,
     distance_map,
     pick_by_kind,
@@ -56,13 +55,8 @@ class HanoiParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    ns: list[int] = Field(default_factory=lambda: list(range(1, MAX_N + 1)))
+    ns: Sizes
     node_limit: int = Field(default=5_000_000, ge=1)
-
-    @field_validator("ns")
-    @classmethod
-    def _sizes_in_range(cls, ns: list[int]) -> list[int]:
-        return check_sizes(ns)
 
 
 def tower(n: int, peg: str) -> HanoiState:
