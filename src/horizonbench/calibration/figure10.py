@@ -21,6 +21,8 @@ Two cases:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -94,48 +96,54 @@ def _shift_trial(scores: pd.DataFrame) -> Trial:
     return Trial(bool(median[-1] < median[0]), {"first_minus_last": float(median[0] - median[-1])})
 
 
-def rising_trend(rng: np.random.Generator, scale: float) -> Trial:
-    return _trend_trial(simulate(rng, rising_hazards(), _attempts(scale)))
+def figure10_case(
+    name: str,
+    statistic: str,
+    trial: Callable[[pd.DataFrame], Trial],
+    planted_target: Target,
+    null_target: Target,
+    planted_note: str = "",
+    null_note: str = "",
+) -> Case:
+    """Register one reading (``trial``) of the module's two simulations: the planted arm's
+    rising per-step error and the null arm's constant one (the notes end their texts)."""
 
+    def planted(rng: np.random.Generator, scale: float) -> Trial:
+        return trial(simulate(rng, rising_hazards(), _attempts(scale)))
 
-def constant_trend(rng: np.random.Generator, scale: float) -> Trial:
-    return _trend_trial(simulate(rng, constant_hazards(), _attempts(scale)))
+    def null(rng: np.random.Generator, scale: float) -> Trial:
+        return trial(simulate(rng, constant_hazards(), _attempts(scale)))
 
-
-def rising_shift(rng: np.random.Generator, scale: float) -> Trial:
-    return _shift_trial(simulate(rng, rising_hazards(), _attempts(scale)))
-
-
-def constant_shift(rng: np.random.Generator, scale: float) -> Trial:
-    return _shift_trial(simulate(rng, constant_hazards(), _attempts(scale)))
-
-
-RISING_HAZARD = register(
-    Case(
-        name="figure10_rising_hazard",
-        statistic="first_violation_by_length: hazard_slope_low > 0 (Figure 10's test)",
-        planted=f"per-step error {EPS_RISING} * (1 + {RATE} i), L 5-60, {ATTEMPTS} attempts",
-        null=f"constant per-step error {EPS_CONSTANT}",
-        measure="detection",
-        planted_study=rising_trend,
-        planted_target=Target(0.80, 1.0),
-        null_study=constant_trend,
-        null_target=FALSE_POSITIVE_5,
+    return register(
+        Case(
+            name=name,
+            statistic=statistic,
+            planted=f"per-step error {EPS_RISING} * (1 + {RATE} i){planted_note}",
+            null=f"constant per-step error {EPS_CONSTANT}{null_note}",
+            measure="detection",
+            planted_study=planted,
+            planted_target=planted_target,
+            null_study=null,
+            null_target=null_target,
+        )
     )
+
+
+RISING_HAZARD = figure10_case(
+    "figure10_rising_hazard",
+    "first_violation_by_length: hazard_slope_low > 0 (Figure 10's test)",
+    _trend_trial,
+    Target(0.80, 1.0),
+    FALSE_POSITIVE_5,
+    planted_note=f", L 5-60, {ATTEMPTS} attempts",
 )
-
-RELATIVE_SHIFT = register(
-    Case(
-        name="figure10_relative_shift",
-        statistic="median first_violation_step / L lower in the longest L range than the shortest",
-        planted=f"per-step error {EPS_RISING} * (1 + {RATE} i)",
-        null=f"constant per-step error {EPS_CONSTANT} (reported: the shift is there anyway)",
-        measure="detection",
-        planted_study=rising_shift,
-        planted_target=REPORT,
-        null_study=constant_shift,
-        null_target=REPORT,
-    )
+RELATIVE_SHIFT = figure10_case(
+    "figure10_relative_shift",
+    "median first_violation_step / L lower in the longest L range than the shortest",
+    _shift_trial,
+    REPORT,
+    REPORT,
+    null_note=" (reported: the shift is there anyway)",
 )
 
 __all__ = ["RELATIVE_SHIFT", "RISING_HAZARD", "constant_hazards", "rising_hazards", "simulate"]
