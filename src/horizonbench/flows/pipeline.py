@@ -31,11 +31,11 @@ from horizonbench.tasks.report.page import REPORT_REL
 from horizonbench.tasks.report.run_info import report_counts, report_run_info
 from horizonbench.tasks.report.stage import build_report
 from horizonbench.tasks.run_folder import state as run_folder
-from horizonbench.tasks.run_folder.layout import EPISODES_REL, STEPS_REL, instances_rel
+from horizonbench.tasks.run_folder.layout import EPISODES_REL, SCORES_REL, STEPS_REL, instances_rel
 from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha, versions, write_manifest
 from horizonbench.tasks.run_folder.spend import budget_counts, budget_problem
 from horizonbench.tasks.run_folder.storage import STAGING, promote, rows_to_table, staged, write_table
-from horizonbench.tasks.score.stage import SCORES_REL, score_attempts
+from horizonbench.tasks.score.stage import score_attempts
 from horizonbench.tasks.validate.stage import validate_table
 
 
