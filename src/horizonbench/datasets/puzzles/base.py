@@ -227,6 +227,19 @@ def pick_by_kind(kinds: Iterable[Sequence[Any]], rng: np.random.Generator) -> An
     return options[int(rng.integers(len(options)))]
 
 
+def pick_wrong_successor(
+    state: State,
+    successors: Iterable[tuple[Move, State]],
+    kinds: Iterable[Iterable[State]],
+    rng: np.random.Generator,
+) -> State:
+    """A noisy baseline's wrong successor: candidate states grouped by kind of slip, less
+    ``state`` itself and every state one legal move away (``successors``), drawn by
+    :func:`pick_by_kind`; the puzzles whose slips can land on a legal state share this."""
+    legal = {t for _, t in successors}
+    return pick_by_kind(([s for s in c if s != state and s not in legal] for c in kinds), rng)
+
+
 def distance_map(goal: State, predecessors: Any) -> dict[State, int]:
     """Distances to ``goal`` of every state that can reach it: one backward BFS that
     certifies every start sharing this goal at once."""
@@ -293,6 +306,7 @@ __all__: Sequence[str] = [
     "bfs_path",
     "check_sizes",
     "descend",
+    "pick_wrong_successor",
     "bfs_distance",
     "distance_map",
     "replay",

@@ -63,6 +63,7 @@ from horizonbench.datasets.puzzles.base import (
     bfs_path,
     descend,
     pick_by_kind,
+    pick_wrong_successor,
 )
 from horizonbench.datasets.puzzles.text import as_int, last_move_list
 
@@ -490,9 +491,7 @@ class Checkers:
         swap that leaves the gap, a three-cell move, or (always possible) a checker
         changing colour."""
         steps = _steps(rules)
-        legal = {t for _, t in _moves(state, steps)}
-        kinds = ([s for s in c if s != state and s not in legal] for c in _wrong_candidates(state, steps))
-        return pick_by_kind(kinds, rng)
+        return pick_wrong_successor(state, _moves(state, steps), _wrong_candidates(state, steps), rng)
 
     def describe_rules(self, rules: Rules, n: int) -> str:
         """The examples are the first two moves from this orientation's classic start,

@@ -33,6 +33,7 @@ from horizonbench.datasets.puzzles.base import (
     descend,
     distance_map,
     pick_by_kind,
+    pick_wrong_successor,
 )
 from horizonbench.datasets.puzzles.text import answer_text, as_int, last_move_list, read_list, strip_fences
 
@@ -238,9 +239,7 @@ class Hanoi:
     def wrong_successor(self, state: HanoiState, rules: Rules, rng: np.random.Generator) -> HanoiState:
         """Two disks moved at once, a buried disk moved, a larger disk put on a smaller, or
         (always possible) a disk lost."""
-        legal = {t for _, t in _moves(state)}
-        kinds = ([s for s in c if s != state and s not in legal] for c in _wrong_candidates(state))
-        return pick_by_kind(kinds, rng)
+        return pick_wrong_successor(state, _moves(state), _wrong_candidates(state), rng)
 
     def describe_rules(self, rules: Rules, n: int) -> str:
         start = rules.get("start_peg", "A")
