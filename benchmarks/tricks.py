@@ -12,10 +12,13 @@ machine on purpose.
   PREFECT_API_URL, a warm PREFECT_HOME), wall time, the CPU of the whole process tree
   and its peak memory (summed PSS), against the same run with one trick off:
   ``cluster``: the inline client off (a LocalCluster of one worker process, as a run
-  above ``SMALL_RUN_MAX`` instances gets; ``tasks.cluster.client``); ``no blocks
-  mark``: the mark beside the database removed before each run (the server then checks
-  Prefect's block registry); and a new PREFECT_HOME with the database template against
-  one without (116 migrations; ``cli.prefect_server``).
+  above ``SMALL_RUN_MAX`` instances gets; ``tasks.cluster.client``); ``collector on at
+  start-up``: the imports without ``cli.main.collector_paused_for_imports``; and a new
+  PREFECT_HOME with the database template against one without (116 migrations;
+  ``cli.prefect_server``).
+- ``server``: the temporary Prefect server alone, started on a warm PREFECT_HOME told to
+  skip Prefect's block-type check (what the mark beside the database says) and not:
+  the server's own CPU and its time to ``/api/health``.
 - ``lanes``: the score stage of noisy answers to 40x40 mazes on a LocalCluster of two
   workers, with lanes that take over half of the largest range left against lanes that
   only score their own range (``tasks.score.lanes.Lanes``): wall time.
@@ -75,6 +78,7 @@ analysis: {bootstrap: 0}
 #: the command, with a patch applied first (a trick turned off for that variant only)
 LAUNCH = "import sys\n{patch}\nfrom horizonbench.cli.main import main\nsys.exit(main())\n"
 NO_INLINE = "import horizonbench.tasks.cluster.client as c; c.SMALL_RUN_MAX = 0"
+GC_ON = "import horizonbench.cli.main as m; m._paused_warm_up = m._warm_up"
 
 Sample = dict[str, float]
 
@@ -155,7 +159,7 @@ def startup(work: Path, reps: int) -> list[dict[str, Any]]:
     cfg = work / "ten.yaml"
     cfg.write_text(TEN, encoding="utf-8")
     warm, xdg, runs = work / "home", work / "xdg", work / "runs"
-    runs.mkdir()
+    runs.mkdir(exist_ok=True)
 
     def env(home: Path, cache: Path) -> dict[str, str]:
         return child_env(
@@ -201,16 +205,15 @@ def startup(work: Path, reps: int) -> list[dict[str, Any]]:
 
     log("warming a PREFECT_HOME and making the database template (untimed)", "tricks")
     command()(0)
-
-    def drop_mark() -> None:
-        (warm / "horizonbench-blocks.json").unlink(missing_ok=True)
+    if not reps:  # the warm home only (for ``server``)
+        return []
 
     homes = (work / f"home-{i}" for i in range(1_000_000))
     caches = (work / f"xdg-{i}" for i in range(1_000_000))
     variants = {
         "default": command(),
         "cluster": command(NO_INLINE),
-        "no blocks mark": command(before=drop_mark),
+        "collector on at start-up": command(GC_ON),
         "new home": command(home=lambda: next(homes)),
         "new home, no template": command(home=lambda: next(homes), cache=lambda: next(caches)),
     }
@@ -220,6 +223,42 @@ def startup(work: Path, reps: int) -> list[dict[str, Any]]:
         (("wall_s", "wall s", "{:.1f}"), ("cpu_s", "CPU s", "{:.1f}"), ("pss_mib", "peak PSS MiB", "{:.0f}")),
         "default",
     )
+
+
+# ------------------------------------------------------------------------- server
+
+
+def server(work: Path, reps: int) -> list[dict[str, Any]]:
+    """The server's start with Prefect's block-type check skipped (the blocks mark) and not."""
+    from horizonbench.cli import prefect_server as ps
+
+    home = work / "home"
+    if not home.exists():
+        startup(work, 0)  # a warm home (its untimed run)
+    os.environ.update(PREFECT_HOME=str(home), XDG_CACHE_HOME=str(work / "xdg"))
+    os.environ.pop("PREFECT_API_URL", None)
+
+    def start(skip: bool) -> Callable[[int], Sample]:
+        def one(_rep: int) -> Sample:
+            srv = ps.TemporaryServer()
+            srv.blocks_registered = skip  # home_db stays None: no mark is written
+            t0 = time.perf_counter()
+            srv.spawn()
+            proc = srv.process
+            assert proc is not None
+            srv.wait_ready(120)
+            ready = time.perf_counter() - t0
+            proc.terminate()
+            _, _, usage = os.wait4(proc.pid, 0)
+            srv.process = None
+            return {"ready_s": ready, "server_cpu_s": usage.ru_utime + usage.ru_stime}
+
+        return one
+
+    results = interleave(reps, {"block check skipped": start(True), "block check": start(False)})
+    print("server: the temporary Prefect server's start on a warm home (medians, min-max)")
+    figures = (("ready_s", "to healthy s", "{:.1f}"), ("server_cpu_s", "server CPU s", "{:.2f}"))
+    return table(results, figures, "block check skipped")
 
 
 # ------------------------------------------------------------------------- lanes
@@ -413,7 +452,7 @@ def collector(work: Path, reps: int, candidates: int, instances: int) -> list[di
 
 # ------------------------------------------------------------------------- main
 
-SECTIONS = ("startup", "lanes", "cache", "gc")
+SECTIONS = ("startup", "server", "lanes", "cache", "gc")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -441,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.only or SECTIONS:
             if name == "startup":
                 out[name] = startup(work, reps)
+            elif name == "server":
+                out[name] = server(work, reps)
             elif name == "lanes":
                 out[name] = lanes(work, reps, scale["instances"])
             elif name == "cache":

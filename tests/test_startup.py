@@ -74,6 +74,33 @@ print(code, "great_expectations" in sys.modules)
     assert out.stdout.split()[-2:] == ["2", "False"]
 
 
+def test_the_collector_is_paused_for_the_imports_and_on_again_after() -> None:
+    """``collector_paused_for_imports``: off inside the block; afterwards on again (even
+    when the block raised) with what the imports made frozen; a collector that was off
+    stays off."""
+    probe = """
+import gc
+from horizonbench.cli.main import collector_paused_for_imports
+out = [gc.isenabled()]
+try:
+    with collector_paused_for_imports():
+        out.append(gc.isenabled())
+        import pandas
+        raise RuntimeError("a bad config")
+except RuntimeError:
+    pass
+out += [gc.isenabled(), gc.get_freeze_count() > 10_000]
+gc.disable()
+with collector_paused_for_imports():
+    pass
+out.append(gc.isenabled())
+print(*out)
+"""
+    out = _run_py(probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False", "True", "True", "False"]
+
+
 # --- the temporary server, with a stand-in that answers /api/health ------------------------
 
 

@@ -31,6 +31,19 @@ registration. Any install, upgrade or removal of a package changes the modificat
 time of its site-packages folder, and a new database file a new inode, so either one
 brings the registration back.
 
+What the template and the mark buy (issue 24), side by side on the loaded machine
+(2026-12-03; other processes kept 1.2-1.7 of the 2 cores busy). A 10-instance run on a
+new PREFECT_HOME used 24.5 s of CPU (the process tree) seeded from the template and
+35.4 s migrating its database (1.44x), and 558 MiB of PSS against 605 MiB (medians of
+5 interleaved rounds, ``benchmarks/tricks.py --only startup --repeat 5`` at dc065bc;
+its wall times, 73 s and 84 s, were within the noise). The server alone on a warm
+home, told to skip the block-type check or not: 4.86 s of its CPU against 5.18 s
+(1.06x) and 8.5 s against 9.0 s to ``/api/health`` (medians of 5 interleaved rounds,
+``benchmarks/tricks.py --only server --repeat 5``). What guards them:
+``tests/test_startup.py`` (a new home starts from the template the first one saved,
+``make install`` makes it once and leaves the user's home alone, the registration runs
+once per database and environment, the mark names the environment).
+
 ``HORIZONBENCH_TIMINGS=FILE`` appends one JSON line per start-up/shut-down step
 (``{"event": ..., "t": unix time}``) to FILE, for ``benchmarks/overhead.py``.
 """

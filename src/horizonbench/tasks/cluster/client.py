@@ -15,6 +15,22 @@ generating a hundred instances, and an in-process cluster still costs the comman
 the command runs, all of it on the one core the command's interpreter lock gives it.
 The instances are the same bytes (they never depend on the workers), and a run above
 the threshold, a world study or ``--dask-address`` always gets a real cluster.
+
+What it buys (issue 24), side by side: a 10-instance offline run took 28.5 s of CPU
+(the whole process tree) inline against 33.3 s on a LocalCluster of one worker (1.18x)
+and 548 MiB of PSS against 607 MiB (1.12x); its wall time, 94 s against 98 s, was
+within the noise of a machine where other processes kept 1.7 of the 2 cores busy
+(medians of 5 interleaved rounds, ``benchmarks/tricks.py --only startup --repeat 5``
+at dc065bc, 2026-12-03). In that run the side process the command then forked for
+Great Expectations and half the figures saved 2.0 s of CPU (30.5 s without it) and
+cost 81 MiB of PSS (467 MiB without), for runs of at most 100 instances only. It was
+removed (issue 24): it forked while OpenBLAS's and jemalloc's threads ran (its check
+saw Python threads only), and 280 lines of process plumbing bought 2 s; part of that
+was the collector's passes over the imports, which the command now saves without a
+fork (``cli.main.collector_paused_for_imports``). What guards the inline client:
+``tests/test_startup.py`` (which runs qualify, a small run starts no cluster and imports
+no distributed) and the instance bytes pinned whatever runs them
+(``tests/test_shard_cache.py``, the demo's digests).
 """
 
 from __future__ import annotations
