@@ -10,7 +10,8 @@ machine on purpose.
 
 - ``startup``: a 10-instance offline run as a user runs it (a fresh subprocess, no
   PREFECT_API_URL, a warm PREFECT_HOME), wall time, the CPU of the whole process tree
-  and its peak memory (summed PSS), against the same run with one trick off:
+  and its peak memory (summed PSS), and the command's CPU inside the collector's passes
+  (``gc.callbacks``), against the same run with one trick off:
   ``cluster``: the inline client off (a LocalCluster of one worker process, as a run
   above ``SMALL_RUN_MAX`` instances gets; ``tasks.cluster.client``); ``collector on at
   start-up``: the imports without ``cli.main.collector_paused_for_imports``; and a new
@@ -31,10 +32,8 @@ machine on purpose.
   against on: ``generate_shard`` over 20x20 mazes and ``score_source`` over the
   ``lanes`` workload, CPU time of the calling thread.
 
-    .venv/bin/python benchmarks/tricks.py                    # all (about 6 minutes idle)
-    .venv/bin/python benchmarks/tricks.py --only startup --repeat 5
-    .venv/bin/python benchmarks/tricks.py --load 2           # two busy processes beside it
-    .venv/bin/python benchmarks/tricks.py --quick            # one round, small workloads
+    .venv/bin/python benchmarks/tricks.py --only startup --repeat 5   # --load 2: two busy processes
+    .venv/bin/python benchmarks/tricks.py --quick    # one round, small workloads (a smoke run)
 """
 
 from __future__ import annotations
@@ -75,8 +74,19 @@ evaluation:
 dask: {n_workers: 1}
 analysis: {bootstrap: 0}
 """
+#: the CPU the command spends in the collector's passes, written to $TRICKS_GC at exit
+GC_TIMER = """import atexit, gc, os, time
+t = [0.0, 0.0]
+def cb(phase, _info):
+    if phase == "start":
+        t[0] = time.process_time()
+    else:
+        t[1] += time.process_time() - t[0]
+gc.callbacks.append(cb)
+atexit.register(lambda: open(os.environ["TRICKS_GC"], "w").write(str(t[1])))
+"""
 #: the command, with a patch applied first (a trick turned off for that variant only)
-LAUNCH = "import sys\n{patch}\nfrom horizonbench.cli.main import main\nsys.exit(main())\n"
+LAUNCH = "import sys\n{patch}\n" + GC_TIMER + "from horizonbench.cli.main import main\nsys.exit(main())\n"
 NO_INLINE = "import horizonbench.tasks.cluster.client as c; c.SMALL_RUN_MAX = 0"
 GC_ON = "import horizonbench.cli.main as m; m._paused_warm_up = m._warm_up"
 
@@ -91,11 +101,8 @@ def extra_load(n: int) -> Iterator[None]:
     """``n`` processes that spin for the block: a loaded machine on purpose. Started by
     a shell that exits at once, so they are not this process's descendants (their CPU
     would count as the benchmark's own)."""
-    spin = f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!"
-    pids = [
-        int(subprocess.run(["sh", "-c", spin], capture_output=True, text=True, check=True).stdout)
-        for _ in range(n)
-    ]
+    spin = ["sh", "-c", f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!"]
+    pids = [int(subprocess.run(spin, capture_output=True, text=True, check=True).stdout) for _ in range(n)]
     try:
         yield
     finally:
@@ -131,14 +138,12 @@ def table(
     for name, samples in results.items():
         cells, row = [name], {"variant": name}
         for key, _, fmt in figures:
-            values = [s[key] for s in samples if key in s]
-            if not values:
+            if not (values := [s[key] for s in samples if key in s]):
                 cells += ["-", "-"]
                 continue
             med = statistics.median(values)
             spread = f" ({fmt.format(min(values))}-{fmt.format(max(values))})" if len(values) > 1 else ""
-            base = results[baseline]
-            ratios = [s[key] / b[key] for s, b in zip(samples, base, strict=False) if b.get(key)]
+            ratios = [s[key] / b[key] for s, b in zip(samples, results[baseline], strict=False) if b.get(key)]
             ratio = statistics.median(ratios) if ratios else float("nan")
             cells += [fmt.format(med) + spread, "-" if ratio != ratio else f"{ratio:.2f}"]
             row[key] = {"median": med, "min": min(values), "max": max(values), f"ratio_vs_{baseline}": ratio}
@@ -169,15 +174,10 @@ def startup(work: Path, reps: int) -> list[dict[str, Any]]:
     counter = iter(range(1_000_000))
 
     def command(
-        patch: str = "",
-        home: Callable[[], Path] = lambda: warm,
-        cache: Callable[[], Path] = lambda: xdg,
-        before: Callable[[], None] | None = None,
+        patch: str = "", home: Callable[[], Path] = lambda: warm, cache: Callable[[], Path] = lambda: xdg
     ) -> Callable[[int], Sample]:
         def run(_rep: int) -> Sample:
-            if before is not None:
-                before()
-            out = runs / f"run-{next(counter)}"
+            out, gc_file = runs / f"run-{next(counter)}", work / "gc-seconds"
             argv = [
                 sys.executable,
                 "-c",
@@ -190,16 +190,18 @@ def startup(work: Path, reps: int) -> list[dict[str, Any]]:
             ]
             t0 = time.perf_counter()
             with LoadMeter() as meter:
-                proc = subprocess.Popen(
-                    argv, env=env(home(), cache()), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-                )
+                environ = env(home(), cache()) | {"TRICKS_GC": str(gc_file)}
+                proc = subprocess.Popen(argv, env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
                 with TreeSampler(proc.pid) as mem:
                     _, err = proc.communicate()
             wall = time.perf_counter() - t0
             if proc.returncode != 0:
                 log(f"exit {proc.returncode}: {err.decode(errors='replace')[-2000:]}", "tricks")
             shutil.rmtree(out, ignore_errors=True)
-            return {"wall_s": wall, "cpu_s": meter.own_cpu, "pss_mib": mem.peak_pss / 2**20}
+            sample = {"wall_s": wall, "cpu_s": meter.own_cpu, "pss_mib": mem.peak_pss / 2**20}
+            with contextlib.suppress(OSError, ValueError):
+                sample["gc_s"] = float(gc_file.read_text(encoding="utf-8"))
+            return sample
 
         return run
 
@@ -217,12 +219,13 @@ def startup(work: Path, reps: int) -> list[dict[str, Any]]:
         "new home": command(home=lambda: next(homes)),
         "new home, no template": command(home=lambda: next(homes), cache=lambda: next(caches)),
     }
-    print("startup: a 10-instance offline run, the whole process tree (medians, min-max)")
-    return table(
-        interleave(reps, variants),
-        (("wall_s", "wall s", "{:.1f}"), ("cpu_s", "CPU s", "{:.1f}"), ("pss_mib", "peak PSS MiB", "{:.0f}")),
-        "default",
+    print("startup: a 10-instance offline run, the process tree; the command's CPU in gc (medians, min-max)")
+    figures = (
+        ("wall_s", "wall s", "{:.1f}"),
+        ("cpu_s", "CPU s", "{:.1f}"),
+        ("pss_mib", "peak PSS MiB", "{:.0f}"),
     )
+    return table(interleave(reps, variants), (*figures, ("gc_s", "in gc s", "{:.2f}")), "default")
 
 
 # ------------------------------------------------------------------------- server
