@@ -584,9 +584,9 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     this thread. Great Expectations is imported in a thread while the cluster starts
     (mostly waiting for the worker processes), and every validation and every figure of
     the report happen in this process. (Until issue 24 a small run forked a side
-    process for Great Expectations and half the figures; measured side by side it saved
-    no time beyond the noise and cost 90 MiB of the tree's PSS, 180 MiB of its RSS:
-    ``tasks.cluster.client``'s docstring has the figures.)"""
+    process for Great Expectations and half the figures: about a second of a
+    10-instance run's wall time, for 80 MiB more of the tree's PSS and 180 MiB of its
+    RSS; ``tasks.cluster.client``'s docstring has the figures.)"""
     from horizonbench.core.timings import mark
     from horizonbench.tasks.cluster.client import small_run
 
