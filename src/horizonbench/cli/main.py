@@ -553,16 +553,18 @@ def collector_paused_for_imports() -> Iterator[None]:
 
     The imports (Prefect, pandas, Great Expectations, matplotlib: some 400,000 objects)
     allocate enough to set off full collections, each walking every object imported so
-    far, and free next to nothing: a 10-instance run spent 1.3-1.9 s of its 11-13 s of
-    CPU in the collector, 0.9-1.4 s of it in 7-8 full passes, and 0.6-0.7 s with the
-    collector paused for the warm-up (its one ``gc.collect`` included); the command's CPU
-    fell by about 1.2 s (three runs each, interleaved, ``gc.callbacks`` timing the passes,
-    on the loaded machine, 2026-12-03; side by side in ``benchmarks/tricks.py --only
-    startup``). Frozen objects are never collected again, which is right for modules,
-    classes and functions that live as long as the command; what the imports left as
-    garbage is collected first. This is what the side process the command used to fork
-    bought in CPU, without the fork. The collector is on again whatever the block raises
-    (``tests/test_startup.py``)."""
+    far, and free next to nothing (a 10-instance run's command made 7-8 full passes, most
+    of its time in the collector). Side by side on the idle
+    machine (medians of 5 interleaved rounds, ``benchmarks/tricks.py --only startup
+    --repeat 5`` at 7e39670, 2026-12-03): 0.59 s in the collector with the pause (its
+    one ``gc.collect`` included) against 1.25 s without, and 16.3 s of the process
+    tree's CPU against 17.4 s (1.10x); the wall time, 11.4 s against 11.3 s, does not
+    move, as the command's start-up runs beside the server's. Frozen objects are never
+    collected again, which is right for modules, classes and functions that live as
+    long as the command; what the imports left as garbage is collected first. It gives
+    back the CPU the side process the command used to fork saved (its collections ran
+    over a frozen heap), without the fork. The collector is on again whatever the block
+    raises (``tests/test_startup.py``)."""
     was_on = gc.isenabled()
     gc.disable()
     try:

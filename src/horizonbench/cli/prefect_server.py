@@ -36,7 +36,9 @@ What the template and the mark buy (issue 24), side by side on the loaded machin
 new PREFECT_HOME used 24.5 s of CPU (the process tree) seeded from the template and
 35.4 s migrating its database (1.44x), and 558 MiB of PSS against 605 MiB (medians of
 5 interleaved rounds, ``benchmarks/tricks.py --only startup --repeat 5`` at dc065bc;
-its wall times, 73 s and 84 s, were within the noise). The server alone on a warm
+its wall times, 73 s and 84 s, were within the noise); on the idle machine an hour
+later (the same command at 7e39670) 10.9 s of wall time and 16.4 s of CPU against
+17.9 s and 26.1 s (per-round ratios 1.60 and 1.58). The server alone on a warm
 home, told to skip the block-type check or not: 4.86 s of its CPU against 5.18 s
 (1.06x) and 8.5 s against 9.0 s to ``/api/health`` (medians of 5 interleaved rounds,
 ``benchmarks/tricks.py --only server --repeat 5``). What guards them:

@@ -21,9 +21,12 @@ What it buys (issue 24), side by side: a 10-instance offline run took 28.5 s of 
 and 548 MiB of PSS against 607 MiB (1.12x); its wall time, 94 s against 98 s, was
 within the noise of a machine where other processes kept 1.7 of the 2 cores busy
 (medians of 5 interleaved rounds, ``benchmarks/tricks.py --only startup --repeat 5``
-at dc065bc, 2026-12-03). In that run the side process the command then forked for
-Great Expectations and half the figures saved 2.0 s of CPU (30.5 s without it) and
-cost 81 MiB of PSS (467 MiB without), for runs of at most 100 instances only. It was
+at dc065bc, 2026-12-03). On the idle machine an hour later (the same command at
+7e39670): 11.4 s of wall time, 16.3 s of CPU and 560 MiB inline against 12.2 s, 18.6 s
+and 697 MiB on the cluster (per-round ratios 1.19, 1.21, 1.25). In the loaded run the
+side process the command then forked for Great Expectations and half the figures
+saved 2.0 s of CPU (30.5 s without it) and cost 81 MiB of PSS (467 MiB without), for
+runs of at most 100 instances only. It was
 removed (issue 24): it forked while OpenBLAS's and jemalloc's threads ran (its check
 saw Python threads only), and 280 lines of process plumbing bought 2 s; part of that
 was the collector's passes over the imports, which the command now saves without a
