@@ -586,9 +586,10 @@ def _warm_up(args: argparse.Namespace, cfg: Any, stack: contextlib.ExitStack) ->
     this thread. Great Expectations is imported in a thread while the cluster starts
     (mostly waiting for the worker processes), and every validation and every figure of
     the report happen in this process. (Until issue 24 a small run forked a side
-    process for Great Expectations and half the figures: about a second of a
-    10-instance run's wall time, for 80 MiB more of the tree's PSS and 180 MiB of its
-    RSS; ``tasks.cluster.client``'s docstring has the figures.)"""
+    process for Great Expectations and half the figures: up to 2.5 s of a 10-instance
+    run's wall time, for 84 MiB more of the tree's PSS and 180 MiB of its RSS, with a
+    fork while native threads ran; ``tasks.cluster.client``'s docstring has the
+    figures.)"""
     from horizonbench.core.timings import mark
     from horizonbench.tasks.cluster.client import small_run
 

@@ -26,14 +26,16 @@ at dc065bc, 2026-12-03). On the idle machine an hour later (the same command at
 and 697 MiB on the cluster (per-round ratios 1.19, 1.21, 1.25). In the loaded run the
 side process the command then forked for Great Expectations and half the figures
 saved 2.0 s of CPU (30.5 s without it) and cost 81 MiB of PSS (467 MiB without), for
-runs of at most 100 instances only. It was
-removed (issue 24): it forked while OpenBLAS's and jemalloc's threads ran (its check
-saw Python threads only), and 280 lines of process plumbing bought 2 s; part of that
-was the collector's passes over the imports, which the command now saves without a
-fork (``cli.main.collector_paused_for_imports``). What guards the inline client:
-``tests/test_startup.py`` (which runs qualify, a small run starts no cluster and imports
-no distributed) and the instance bytes pinned whatever runs them
-(``tests/test_shard_cache.py``, the demo's digests).
+runs of at most 100 instances only. Against today's default (no fork, the collector
+paused during the imports: ``cli.main.collector_paused_for_imports``), the same
+command from checkouts of dc065bc and 386ed90 in turn on the idle machine took 9.9 s
+with the fork and 12.4 s without (5 rounds, per-round ratio 1.20), the same 15.2 s of
+CPU, and 642 MiB of PSS against 558 MiB. It was removed (issue 24): up to 2.5 s for
+runs of at most 100 instances, for 84 MiB, 280 lines of process plumbing, and a fork
+while OpenBLAS's and jemalloc's threads ran (its check saw Python threads only).
+What guards the inline client: ``tests/test_startup.py`` (which runs qualify, a small
+run starts no cluster and imports no distributed) and the instance bytes pinned
+whatever runs them (``tests/test_shard_cache.py``, the demo's digests).
 """
 
 from __future__ import annotations
