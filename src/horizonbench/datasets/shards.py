@@ -55,7 +55,9 @@ def gc_paused() -> Iterator[None]:
     ``benchmarks/tricks.py --only gc --repeat 5``): ``generate_shard`` of 400 20x20
     mazes 0.34 s of CPU paused against 0.40 s on (1.4% of it inside the collector's
     passes, up to 29% when a full pass falls in the shard), ``score_source`` over 12,000
-    answers 2.66 s against 3.12 s (3.8%, up to 6.9%). What guards it: a family says it
+    answers 2.66 s against 3.12 s (3.8%, up to 6.9%). With 1 core busy elsewhere (the
+    same command, 17:38 UTC): generation 0.17 s against 0.18 s, scoring 1.72 s against
+    1.90 s (2.9%, up to 9.4%). What guards it: a family says it
     makes no cycles (``acyclic_generation``; for the maze a test finds nothing for a
     collection after a shard to free), and the counter restores the collector however
     the shards end (``tests/test_scoring_shards.py``).

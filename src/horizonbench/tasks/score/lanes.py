@@ -11,10 +11,12 @@ idling while the other finishes its range. The score stage of 12,000 noisy answe
 40x40 mazes on two workers took 21.9 s with it and 22.5 s without (each round's ratio
 1.03-1.54, median 1.12; 3 interleaved rounds on a machine where other processes kept
 1.8 of the 2 cores busy, ``benchmarks/tricks.py --only lanes --repeat 3``,
-2026-12-03). What guards it: ``Lanes`` is pure bookkeeping, and
-``tests/test_scoring_shards.py`` drives it in any order (every row in exactly one
-shard, the pieces in order are the table) and pins the bytes against the in-process
-run.
+2026-12-03); with 1 core busy elsewhere it made no difference (2.73 s against 2.67 s,
+5 rounds, ``--repeat 5``): it pays when the workers run at uneven speeds (a loaded
+machine, a cluster of unequal ones), and costs ten lines of bookkeeping. What guards
+it: ``Lanes`` is pure bookkeeping, and ``tests/test_scoring_shards.py`` drives it in
+any order (every row in exactly one shard, the pieces in order are the table) and pins
+the bytes against the in-process run.
 """
 
 from __future__ import annotations
