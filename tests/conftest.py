@@ -66,7 +66,6 @@ HEAVY_FILES = {
     "test_world_pipeline.py": 43,
     "test_startup.py": 33,
     "test_compare.py": 30,
-    "test_side_process.py": 30,
     "test_run_folder_verify.py": 29,
 }
 
