@@ -40,6 +40,24 @@ ROOT = Path(__file__).resolve().parents[1]
 CLI = Path(sys.executable).with_name("horizonbench")
 QUIET = {"TQDM_DISABLE": "1", "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
 
+#: the small run whose fixed cost overhead.py and tricks.py both time: 10 maze instances,
+#: two offline models, no cluster, no bootstrap (``.format(name=...)`` names the run)
+TEN_INSTANCE_RUN = """\
+run: {{name: {name}, seed: 5}}
+families:
+  maze:
+    params: {{grid_rows: 5, grid_cols: 5, num_keys: 1}}
+    sampling: {{count: 10, shard_size: 10}}
+    prompt: {{shots: 0}}
+evaluation:
+  samples: 1
+  models:
+    - {{name: oracle, provider: offline, kind: oracle}}
+    - {{name: noisy, provider: offline, kind: noisy, eps: 0.1}}
+dask: {{n_workers: 1}}
+analysis: {{bootstrap: 0}}
+"""
+
 
 def quiet_environ() -> None:
     """Set :data:`QUIET` in this process (before Prefect or tqdm are imported)."""

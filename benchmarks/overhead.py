@@ -40,23 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import CLI, LoadMeter, child_env, log, median_spread, print_table
+from common import CLI, TEN_INSTANCE_RUN, LoadMeter, child_env, log, median_spread, print_table
 
-CONFIG = """\
-run: {name: overhead, seed: 5}
-families:
-  maze:
-    params: {grid_rows: 5, grid_cols: 5, num_keys: 1}
-    sampling: {count: 10, shard_size: 10}
-    prompt: {shots: 0}
-evaluation:
-  samples: 1
-  models:
-    - {name: oracle, provider: offline, kind: oracle}
-    - {name: noisy, provider: offline, kind: noisy, eps: 0.1}
-dask: {n_workers: 1}
-analysis: {bootstrap: 0}
-"""
+CONFIG = TEN_INSTANCE_RUN.format(name="overhead")
 STAGES = ("generate", "validate", "evaluate", "score", "analyse", "report")
 GOAL_S = 8.0
 

@@ -38,7 +38,7 @@ machine on purpose.
 
 from __future__ import annotations
 
-from common import quiet_environ
+from common import TEN_INSTANCE_RUN, quiet_environ
 
 quiet_environ()
 
@@ -59,21 +59,7 @@ from typing import Any  # noqa: E402
 
 from common import LoadMeter, TreeSampler, child_env, log, print_table  # noqa: E402
 
-TEN = """\
-run: {name: tricks, seed: 5}
-families:
-  maze:
-    params: {grid_rows: 5, grid_cols: 5, num_keys: 1}
-    sampling: {count: 10, shard_size: 10}
-    prompt: {shots: 0}
-evaluation:
-  samples: 1
-  models:
-    - {name: oracle, provider: offline, kind: oracle}
-    - {name: noisy, provider: offline, kind: noisy, eps: 0.1}
-dask: {n_workers: 1}
-analysis: {bootstrap: 0}
-"""
+TEN = TEN_INSTANCE_RUN.format(name="tricks")
 #: the CPU the command spends in the collector's passes, written to $TRICKS_GC at exit
 GC_TIMER = """import atexit, gc, os, time
 t = [0.0, 0.0]
