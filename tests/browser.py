@@ -31,6 +31,7 @@ INSTALL_HINT = (
     f"or point {ENV_BROWSER} at a Chromium binary"
 )
 LAPTOP = (1366, 900)
+LAUNCH_ATTEMPTS = 3
 
 
 def find_chromium() -> str | None:
@@ -188,6 +189,27 @@ def _launch(chromium: str, profile: Path, log: Path, timeout: float) -> tuple[su
     raise TimeoutError(f"Chromium did not open DevTools within {timeout:.0f} s: {said}")
 
 
+def _launch_with_retries(
+    chromium: str, tmp: Path, timeout: float, attempts: int = LAUNCH_ATTEMPTS
+) -> tuple[subprocess.Popen, str]:
+    """Start Chromium, starting afresh (a new profile) when one start stalls.
+
+    Why: on a loaded CI machine one start in a few hundred printed nothing for 30 s and never
+    opened DevTools, while the starts before and after it in the same session took 3 s. A
+    stalled start says nothing about the report, so it is retried; a start that exits with an
+    error is not, and every attempt's stall is named if all of them stall.
+    """
+    stalls: list[str] = []
+    for attempt in range(1, attempts + 1):
+        profile = tmp / f"profile-{attempt}"
+        profile.mkdir()
+        try:
+            return _launch(chromium, profile, tmp / f"chromium-{attempt}.log", timeout)
+        except TimeoutError as stalled:
+            stalls.append(f"attempt {attempt}: {stalled}")
+    raise TimeoutError(f"Chromium stalled on all {attempts} starts: " + " | ".join(stalls))
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is not None:
         return
@@ -229,9 +251,7 @@ def load_page(
     url = Path(html).resolve().as_uri()
     report = PageReport(url=url)
     with tempfile.TemporaryDirectory(prefix="hb-chromium-") as tmp:
-        profile = Path(tmp) / "profile"
-        profile.mkdir()
-        proc, ws_url = _launch(chromium, profile, Path(tmp) / "chromium.log", timeout)
+        proc, ws_url = _launch_with_retries(chromium, Path(tmp), timeout)
         devtools: DevTools | None = None
         try:
             devtools = DevTools(ws_url, timeout)

@@ -211,3 +211,31 @@ def test_data_urls_and_in_page_links_are_not_requests(chromium, tmp_path) -> Non
     assert seen.console == [] and seen.exceptions == [] and seen.failed_loads == []
     assert seen.requests == []
     assert seen.values == {"toc": ["#a"], "missing": []}
+
+
+def test_a_stalled_browser_start_is_retried_with_a_fresh_profile(chromium, tmp_path) -> None:
+    # a browser whose first start prints nothing and never opens DevTools, as one did on CI
+    count = tmp_path / "starts"
+    stalls_once = tmp_path / "stalls-once"
+    stalls_once.write_text(
+        "#!/bin/sh\n"
+        f'echo start >> "{count}"\n'
+        f'if [ "$(wc -l < "{count}")" -eq 1 ]; then exec sleep 600; fi\n'
+        f'exec "{chromium}" "$@"\n'
+    )
+    stalls_once.chmod(0o755)
+    page = tmp_path / "p.html"
+    page.write_text("<!doctype html><title>p</title><p>p</p>")
+    seen = load_page(str(stalls_once), page, timeout=5)
+    assert seen.console == [] and seen.exceptions == []
+    assert count.read_text().splitlines() == ["start", "start"]
+
+
+def test_a_browser_that_always_stalls_fails_naming_every_start(tmp_path) -> None:
+    never = tmp_path / "never"
+    never.write_text("#!/bin/sh\nexec sleep 600\n")
+    never.chmod(0o755)
+    page = tmp_path / "p.html"
+    page.write_text("<!doctype html><title>p</title>")
+    with pytest.raises(TimeoutError, match="stalled on all 3 starts: attempt 1: .* attempt 3: "):
+        load_page(str(never), page, timeout=1)
