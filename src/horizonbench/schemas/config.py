@@ -411,6 +411,23 @@ class HarnessSpec(_Strict):
 
 
 _AXES = ("horizon", "branching", "observation", "mutation")
+#: a valid sc for checking an ablation level alone (the grid's cells are checked apart)
+SC_PROBE = 10
+#: the factor of ``horizon: relative`` given without ``horizon_factor``
+DEFAULT_HORIZON_FACTOR = 1.5
+
+
+def horizon_setting(value: Any, factor: Any) -> None:
+    """``worlds.horizon`` checked before its type is: ``paper`` or ``relative``, and
+    ``paper`` without a factor (it would silently do nothing); ValueError in one line
+    naming the field otherwise."""
+    if value not in ("paper", "relative"):
+        raise ValueError(
+            "horizon: give paper (the regime's fixed T of Table 11) or relative "
+            f"(T = ceil(horizon_factor x L*) per world); got {value!r}"
+        )
+    if value == "paper" and factor is not None:
+        raise ValueError("horizon: paper uses the regime's fixed T; drop horizon_factor or set horizon: relative")
 
 
 class WorldsSpec(_Strict):
@@ -427,7 +444,15 @@ class WorldsSpec(_Strict):
     #: one-axis changes from the regime (an ablation): horizon, branching, observation,
     #: mutation
     axes: dict[str, Any] = Field(default_factory=dict)
+    #: paired one-axis ablations around the backdrop (Table 4): axis (horizon or T,
+    #: branching, observation, mutation) -> levels; every level plays the backdrop's worlds
+    ablations: dict[str, list[Any]] = Field(default_factory=dict)
+    #: the horizon T: ``paper`` (the regime's fixed T of Table 11) or ``relative``
+    #: (T = ceil(horizon_factor x L*) per world). Unset: ``relative`` when horizon_factor
+    #: is given, else ``paper``
+    horizon: Literal["paper", "relative"] | None = None
     #: T = ceil(factor x L*) for every episode instead of the regime's fixed T
+    #: (``horizon: relative``; 1.5 when that is given without a factor)
     horizon_factor: float | None = Field(default=None, gt=0, le=1000)
     archetypes: int = Field(default=10, ge=1, le=10)
     variants: int = Field(default=10, ge=1, le=100_000)
@@ -437,6 +462,34 @@ class WorldsSpec(_Strict):
     harness: HarnessSpec = HarnessSpec()
     #: the null margin of the one-sided Miettinen-Nurminen cliff test
     delta0: float = Field(default=0.30, ge=0, lt=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _horizon(cls, data: Any) -> Any:
+        """``horizon`` checked first, in one line naming both settings (a Literal
+        error would not say what each means); ``relative`` alone gets its factor."""
+        if isinstance(data, dict) and data.get("horizon") is not None:
+            data = dict(data)
+            horizon_setting(data["horizon"], data.get("horizon_factor"))
+            if data["horizon"] == "relative" and data.get("horizon_factor") is None:
+                data["horizon_factor"] = DEFAULT_HORIZON_FACTOR
+        return data
+
+    @property
+    def horizon_mode(self) -> str:
+        """``paper`` or ``relative``, whether given as ``horizon`` or by a factor alone."""
+        return "relative" if self.horizon_factor is not None else "paper"
+
+    def horizon_label(self) -> str:
+        """How T was set, for every world table and figure (``paper T=40``,
+        ``relative T=ceil(1.5 L*)``; ``axes.horizon`` gives ``fixed T=80``)."""
+        from horizonbench.schemas.worlds import REGIMES
+
+        if self.horizon_mode == "relative":
+            return f"relative T=ceil({self.horizon_factor:g} L*)"
+        if "horizon" in self.axes:
+            return f"fixed T={self.axes['horizon']}"
+        return f"paper T={REGIMES[self.regime].horizon}"
 
     @model_validator(mode="after")
     def _consistent(self) -> WorldsSpec:
@@ -463,6 +516,9 @@ class WorldsSpec(_Strict):
             raise ValueError(f"axes: {unknown[0]!r} is not an axis to override (known: {', '.join(_AXES)})")
         if "horizon" in self.axes and self.horizon_factor is not None:
             raise ValueError("axes.horizon and horizon_factor both set the horizon; give one")
+        if "horizon" in self.axes and self.horizon is not None:
+            raise ValueError("axes.horizon and horizon both set the horizon; give one")
+        self._check_ablations(regime)
         for sc in self.sc or [regime.sc]:
             for dd in self.dd or [regime.dd]:
                 values = {
@@ -476,6 +532,41 @@ class WorldsSpec(_Strict):
                 }
                 StressSpec.from_mapping(values)  # ValueError naming the axis
         return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ablation_keys(cls, data: Any) -> Any:
+        """``T`` is accepted for ``horizon`` in ``ablations`` (as in a stress spec)."""
+        if isinstance(data, dict) and isinstance(data.get("ablations"), dict) and "T" in data["ablations"]:
+            ablations = dict(data["ablations"])
+            if "horizon" in ablations:
+                raise ValueError("ablations: horizon given twice (as T and as horizon)")
+            ablations["horizon"] = ablations.pop("T")
+            data = {**data, "ablations": ablations}
+        return data
+
+    def _check_ablations(self, regime: Any) -> None:
+        """Each ablated axis known, its levels distinct and valid on every cell; the
+        horizon is ablated only where T is fixed (not relative, not a T scan)."""
+        from horizonbench.schemas.worlds import StressSpec
+
+        unknown = sorted(set(self.ablations) - set(_AXES))
+        if unknown:
+            raise ValueError(f"ablations: {unknown[0]!r} is not an axis (known: {', '.join(_AXES)})")
+        for axis, levels in self.ablations.items():
+            if not levels:
+                raise ValueError(f"ablations.{axis}: list at least one level")
+            if len({repr(v) for v in levels}) != len(levels):
+                raise ValueError(f"ablations.{axis}: levels must be distinct, got {levels}")
+            if axis == "horizon" and (self.horizon_factor is not None or isinstance(self.horizon, tuple)):
+                raise ValueError("ablations.horizon: T is ablated around a fixed T, not a relative T or scan")
+            for level in levels:
+                values = {"horizon": regime.horizon, "branching": regime.branching}
+                values |= {"observation": regime.observation, "mutation": regime.mutation, **self.axes}
+                try:
+                    StressSpec.from_mapping({"sc": SC_PROBE, "dd": 1, **values, axis: level})
+                except ValueError as err:
+                    raise ValueError(f"ablations.{axis}: {err}") from None
 
     def study(self) -> Any:
         """The :class:`~horizonbench.schemas.worlds.Study` this section asks for."""
@@ -491,6 +582,7 @@ class WorldsSpec(_Strict):
             variants=self.variants,
             axes=dict(self.axes),
             horizon_factor=self.horizon_factor,
+            ablations={axis: tuple(levels) for axis, levels in self.ablations.items()},
         )
 
 

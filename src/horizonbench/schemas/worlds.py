@@ -185,6 +185,9 @@ def episode_seed(root: int, cell: StressSpec | Sequence[object], archetype: int,
 
 # --- the episodes of a study ------------------------------------------------------
 
+#: the axes a regime fixes besides sc and dd: what ``axes`` and ablations change
+_SECONDARY: tuple[str, ...] = ("horizon", "branching", "observation", "mutation")
+
 
 @dataclass(frozen=True, slots=True)
 class EpisodeSpec:
@@ -197,6 +200,9 @@ class EpisodeSpec:
     archetype: int
     variant: int
     regime: str = ""
+    #: ``"<axis>=<level>"`` for an episode of a one-axis ablation (``Study.ablations``),
+    #: "" for the backdrop's; it tells apart the ids of episodes that share a world
+    ablation: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +217,9 @@ class Study:
     variants: int
     axes: Mapping[str, Any] = field(default_factory=dict)
     horizon_factor: float | None = None
+    #: one-axis ablations around the backdrop: axis -> levels (a level equal to the
+    #: backdrop's value is the backdrop itself and adds no episode)
+    ablations: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
     def specs(self) -> list[StressSpec]:
         """The spec of every (sc, dd) cell, validated: the regime's backdrop with the
@@ -226,18 +235,35 @@ class Study:
         return [StressSpec(sc=sc, dd=dd, **backdrop) for sc in self.sc for dd in self.dd]
 
     def episodes(self, root_seed: int) -> list[EpisodeSpec]:
-        """Every episode of the study, in a fixed order (environment, cell, archetype,
-        variant)."""
-        out = []
+        """Every episode of the study, in a fixed order: the backdrop's (environment,
+        cell, archetype, variant), then each ablation's (axis, level, and the same order).
+
+        Paired ablations: a seed derives from the world's identity (environment, sc, dd,
+        archetype, variant) through the *regime's* cell, never from ``axes`` or an
+        ablated level, so ``branching: 8`` or ``T: 80`` meets the same worlds as the
+        backdrop and only the ablated axis changes. A study without ``axes`` keeps the
+        seeds it always had."""
+        regime = REGIMES[self.regime]
+        backdrop: list[tuple[str, StressSpec, int, int, int]] = []
         for env in self.environments:
             for spec in self.specs():
-                cell = [f"env={env}", *spec.cell()]
+                # the regime's cell, whatever ``axes`` changes: the world's identity
+                world = replace(spec, **{k: getattr(regime, k) for k in _SECONDARY})
+                cell = [f"env={env}", *world.cell()]
                 if self.horizon_factor is not None:
-                    cell[cell.index(f"horizon={spec.horizon}")] = "horizon=relative"
+                    cell[cell.index(f"horizon={regime.horizon}")] = "horizon=relative"
                 for a in range(self.archetypes):
                     for v in range(self.variants):
-                        seed = episode_seed(root_seed, cell, a, v)
-                        out.append(EpisodeSpec(env, spec, seed, a, v, self.regime))
+                        backdrop.append((env, spec, episode_seed(root_seed, cell, a, v), a, v))
+        out = [EpisodeSpec(env, spec, seed, a, v, self.regime) for env, spec, seed, a, v in backdrop]
+        for axis, levels in self.ablations.items():
+            for level in levels:
+                label = f"{axis}={level}"
+                out.extend(
+                    EpisodeSpec(env, spec.replace(**{axis: level}), seed, a, v, self.regime, label)
+                    for env, spec, seed, a, v in backdrop
+                    if getattr(spec, axis) != level
+                )
         return out
 
 

@@ -118,9 +118,11 @@ class EpisodeResult:
     steps: list[dict[str, Any]]
 
 
-def episode_id(env: str, agent: str, seed: int) -> str:
-    """The id of one agent's episode on one world (the world is the seed's)."""
-    return f"{env}:{agent}:{seed:016x}"
+def episode_id(env: str, agent: str, seed: int, ablation: str = "") -> str:
+    """The id of one agent's episode on one world (the world is the seed's); a paired
+    ablation plays the backdrop's world, so its id ends with ``:<axis>=<level>``."""
+    base = f"{env}:{agent}:{seed:016x}"
+    return f"{base}:{ablation}" if ablation else base
 
 
 def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
@@ -128,7 +130,7 @@ def run_episode(env: Any, agent: Agent, ep: EpisodeSpec) -> EpisodeResult:
     ``ep.spec``) until the episode ends, and score it."""
     observation, task = env.reset(ep.seed, ep.archetype)
     agent.begin(observation, task, env if getattr(agent, "privileged", False) else None)
-    eid = episode_id(ep.env, agent.name, ep.seed)
+    eid = episode_id(ep.env, agent.name, ep.seed, ep.ablation)
     rows: list[dict[str, Any]] = []
     success = False
     stopped: str | None = None

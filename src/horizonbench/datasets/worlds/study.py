@@ -20,6 +20,7 @@ compares like with like).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,7 +68,7 @@ def resolve_horizon(ep: EpisodeSpec, factor: float | None) -> EpisodeSpec:
     probe = environment_class(ep.env)(ep.spec.replace(horizon=HORIZON_MAX))
     _, task = probe.reset(ep.seed, ep.archetype)
     horizon = min(HORIZON_MAX, max(1, math.ceil(factor * task.optimal_length)))
-    return EpisodeSpec(ep.env, ep.spec.replace(horizon=horizon), ep.seed, ep.archetype, ep.variant, ep.regime)
+    return dataclasses.replace(ep, spec=ep.spec.replace(horizon=horizon))
 
 
 def run_shard(

@@ -104,7 +104,7 @@ def play_episode(
         agent.name,
         recorded,
         settings,
-        episode_id=episode_id(ep.env, agent.name, ep.seed),
+        episode_id=episode_id(ep.env, agent.name, ep.seed, ep.ablation),
         root_seed=root_seed,
     )
     try:
