@@ -1,0 +1,269 @@
+"""The world-model paper's tables: Cohen's h between agents (Table 10), Cliff's delta of an
+ablation (Table 5), G1b, Table 1's selection rule and the W_trans patterns.
+
+Studies simulate the cell table or the episodes table and read them through the functions
+the pipeline calls (``analysis/world_effects.py``, ``analysis/world_shapes.py``): a planted
+effect must be found (or its interval must cover it) and the matching null must not be.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from horizonbench.analysis import effect_sizes, phase, world_effects, world_shapes
+from horizonbench.calibration.base import COVERAGE_95, FALSE_POSITIVE_5, Case, Target, Trial, register
+
+#: episodes per cell of a simulated study at scale 1
+CELL_N = 100
+#: power a detection arm must reach
+DETECTION_80 = Target(0.80, 1.0)
+
+
+def cells_frame(
+    rates: dict[tuple[str, str, int, int], float], n: int, rng: np.random.Generator
+) -> pd.DataFrame:
+    """A cell table (``analysis.worlds.grid``'s columns) with ``n`` Bernoulli episodes per
+    (env, model, sc, dd) cell drawn at the given true rates."""
+    rows = []
+    for (env, model, sc, dd), p in rates.items():
+        k = int(rng.binomial(n, p))
+        low, high = phase.wilson_interval(k, n)
+        rows.append(
+            {
+                "env": env,
+                "model": model,
+                "sc": sc,
+                "dd": dd,
+                "n": n,
+                "successes": k,
+                "p": k / n,
+                "wilson_low": low,
+                "wilson_high": high,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# --- Table 10: Cohen's h between two agents on a shared cell --------------------------
+
+#: true rates of the two agents on one cell (planted: h = 0.93, "large"; null: equal)
+H_PLANTED = (0.9, 0.5)
+H_NULL = (0.6, 0.6)
+
+
+def _h_study(rates: tuple[float, float], null: bool):
+    truth = effect_sizes.cohens_h(*rates)
+
+    def study(rng: np.random.Generator, scale: float) -> Trial:
+        n = max(10, round(CELL_N * scale))
+        cells = cells_frame({("sim", "a", 10, 1): rates[0], ("sim", "b", 10, 1): rates[1]}, n, rng)
+        row = world_effects.model_pairs(cells).iloc[0]
+        low, high = float(row["h_low"]), float(row["h_high"])
+        values = {"h": float(row["cohens_h"]), "bias": float(row["cohens_h"]) - truth}
+        if null:
+            return Trial(bool(low > 0 or high < 0), values)  # a difference claimed
+        return Trial(bool(low <= truth <= high), values)
+
+    return study
+
+
+H_CASE = register(
+    Case(
+        name="Cohen's h between agents (Table 10)",
+        statistic="analysis/world_effects.py model_pairs: h and its arcsine-scale Wald interval",
+        planted=f"two agents at {H_PLANTED[0]} and {H_PLANTED[1]} on one cell, {CELL_N} episodes each",
+        null=f"both at {H_NULL[0]}: an interval excluding 0 claims a difference",
+        measure="coverage",
+        planted_study=_h_study(H_PLANTED, null=False),
+        planted_target=COVERAGE_95,
+        null_study=_h_study(H_NULL, null=True),
+        null_target=FALSE_POSITIVE_5,
+    )
+)
+
+
+# --- Table 5: Cliff's delta of an ablated level against its backdrop ------------------
+
+#: true success of the backdrop and of the ablated level (Table 4's observation axis)
+DELTA_PLANTED = (0.40, 0.10)
+
+
+def _ablation_episodes(p_base: float, p_level: float, n: int, rng: np.random.Generator) -> pd.DataFrame:
+    rows = []
+    for i in range(n):
+        base = {"env": "sim", "model": "sim", "sc": 10, "dd": 6, "regime": "III", "horizon": 40}
+        base.update(branching=4, observation="clean", mutation="static")
+        rows.append({**base, "episode_id": f"sim:sim:{i:016x}", "success": bool(rng.random() < p_base)})
+        rows.append(
+            {
+                **base,
+                "episode_id": f"sim:sim:{i:016x}:observation=partial",
+                "observation": "partial",
+                "success": bool(rng.random() < p_level),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _delta_study(rates: tuple[float, float], null: bool):
+    truth = rates[1] - rates[0]
+
+    def study(rng: np.random.Generator, scale: float) -> Trial:
+        n = max(10, round(CELL_N * scale))
+        row = world_effects.ablation_deltas(_ablation_episodes(rates[0], rates[1], n, rng)).iloc[0]
+        low, high = float(row["delta_low"]), float(row["delta_high"])
+        values = {"delta": float(row["cliffs_delta"])}
+        if null:
+            return Trial(bool(low > 0 or high < 0), values)
+        return Trial(bool(low <= truth <= high), values)
+
+    return study
+
+
+DELTA_CASE = register(
+    Case(
+        name="Cliff's delta of an ablation (Table 5)",
+        statistic="analysis/world_effects.py ablation_deltas: delta and its Newcombe interval",
+        planted=f"backdrop {DELTA_PLANTED[0]}, ablated level {DELTA_PLANTED[1]}, {CELL_N} episodes each",
+        null=f"both at {DELTA_PLANTED[0]}: an interval excluding 0 claims an effect",
+        measure="coverage",
+        planted_study=_delta_study(DELTA_PLANTED, null=False),
+        planted_target=COVERAGE_95,
+        null_study=_delta_study((DELTA_PLANTED[0], DELTA_PLANTED[0]), null=True),
+        null_target=FALSE_POSITIVE_5,
+    )
+)
+
+
+# --- G1b: three metrics, Holm, Hodges-Lehmann >= 0.20 ----------------------------------
+
+#: per-episode metric before the cliff ~ U(0.55, 0.95); after it shifted down by this
+G1B_PLANTED_SHIFT = 0.30
+#: a real but small shift: the Hodges-Lehmann rule must keep it from passing
+G1B_NULL_SHIFT = 0.10
+#: episodes per cell of a G1b study at scale 1
+G1B_N = 40
+
+
+def _g1b_episodes(shift: float, n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    rows = []
+    for sc, down in ((10, 0.0), (20, shift)):
+        for _ in range(n):
+            steps = 40
+            valid = float(np.clip(rng.uniform(0.55, 0.95) - down, 0, 1))
+            rows.append(
+                {
+                    "env": "sim",
+                    "model": "sim",
+                    "sc": sc,
+                    "dd": 1,
+                    "steps": steps,
+                    "invalid_actions": int(round((1.0 - valid) * steps)),
+                    "mean_jaccard": float(rng.uniform(0.55, 0.95) - down),
+                    "self_check_accuracy": float(rng.uniform(0.55, 0.95) - down),
+                }
+            )
+    cliffs = pd.DataFrame([{"env": "sim", "model": "sim", "dd": 1, "sc_from": 10, "sc_to": 20, "drop": 0.5}])
+    return pd.DataFrame(rows), cliffs
+
+
+def _g1b_study(shift: float):
+    def study(rng: np.random.Generator, scale: float) -> Trial:
+        episodes, cliffs = _g1b_episodes(shift, max(8, round(G1B_N * scale)), rng)
+        table = world_effects.g1b(episodes, cliffs)
+        values = {"mean_hl": float(table["hodges_lehmann"].mean())}
+        return Trial(bool(table["g1b_passes"].iloc[0]), values)
+
+    return study
+
+
+G1B_CASE = register(
+    Case(
+        name="G1b (3 metrics, Holm, HL >= 0.20)",
+        statistic="analysis/world_effects.py g1b: one-sided Mann-Whitney per metric, Holm at 0.01, "
+        "Hodges-Lehmann shift >= 0.20",
+        planted=f"all three metrics {G1B_PLANTED_SHIFT} lower after the cliff, {G1B_N} episodes a cell",
+        null=f"all three metrics {G1B_NULL_SHIFT} lower: significant at times, but below the "
+        "0.20 shift G1b demands, so a pass is a false positive",
+        measure="detection",
+        planted_study=_g1b_study(G1B_PLANTED_SHIFT),
+        planted_target=DETECTION_80,
+        null_study=_g1b_study(G1B_NULL_SHIFT),
+        null_target=FALSE_POSITIVE_5,
+    )
+)
+
+
+# --- Table 1: the selection rule -------------------------------------------------------
+
+#: true dd sweeps: a selectable environment (both agents fall 40-45 points, monotone) and
+#: one that falls monotonically by only 10 points (fails criterion (c))
+SELECT_PLANTED = {"a": (0.9, 0.8, 0.6, 0.5), "b": (0.8, 0.65, 0.5, 0.35)}
+SELECT_NULL = {"a": (0.6, 0.57, 0.53, 0.5), "b": (0.5, 0.47, 0.43, 0.4)}
+DD = (1, 2, 4, 6)
+
+
+def _selection_study(curves: dict[str, tuple[float, ...]]):
+    def study(rng: np.random.Generator, scale: float) -> Trial:
+        n = max(20, round(4 * CELL_N * scale))
+        rates = {("sim", m, 10, d): p for m, curve in curves.items() for d, p in zip(DD, curve, strict=True)}
+        table = world_shapes.environment_selection(cells_frame(rates, n, rng))
+        return Trial(bool(table["selected"].iloc[0]), {"min_max_drop": float(table["min_max_drop"].iloc[0])})
+
+    return study
+
+
+SELECTION_CASE = register(
+    Case(
+        name="environment selection (Table 1)",
+        statistic="analysis/world_shapes.py environment_selection: "
+        "monotone, same shape, min max drop >= 20 pp",
+        planted=f"two agents whose dd sweeps fall monotonically by 40 and 45 points, "
+        f"{4 * CELL_N} episodes a level",
+        null="sweeps that fall by 10 points only: a selection is a false positive",
+        measure="detection",
+        planted_study=_selection_study(SELECT_PLANTED),
+        planted_target=DETECTION_80,
+        null_study=_selection_study(SELECT_NULL),
+        null_target=FALSE_POSITIVE_5,
+    )
+)
+
+
+# --- Appendix J: the W_trans patterns --------------------------------------------------
+
+#: true rates per dd along sc = 5, 10, 20, 40: the band narrows 2 -> 1 (Pattern A);
+#: the null keeps one band cell at every dd (Pattern B)
+SC = (5, 10, 20, 40)
+PATTERN_A = {1: (0.98, 0.5, 0.5, 0.02), 2: (0.98, 0.5, 0.02, 0.02), 4: (0.98, 0.5, 0.02, 0.02)}
+PATTERN_B = {1: (0.98, 0.5, 0.02, 0.02), 2: (0.98, 0.5, 0.02, 0.02), 4: (0.98, 0.5, 0.02, 0.02)}
+
+
+def _pattern_study(truth: dict[int, tuple[float, ...]], expected: str, null: bool):
+    def study(rng: np.random.Generator, scale: float) -> Trial:
+        n = max(20, round(CELL_N * scale))
+        rates = {("sim", "m", sc, dd): p for dd, row in truth.items() for sc, p in zip(SC, row, strict=True)}
+        found = world_shapes.band_patterns(cells_frame(rates, n, rng)).iloc[0]["pattern"]
+        if null:  # the constant band read as sharpening or broadening
+            return Trial(found in ("A", "C"))
+        return Trial(found == expected)
+
+    return study
+
+
+PATTERN_CASE = register(
+    Case(
+        name="W_trans pattern (Appendix J)",
+        statistic="analysis/world_shapes.py band_patterns: Pattern A / B / C of W_trans(d)",
+        planted=f"W_trans 2, 1, 1 over dd 1, 2, 4 (Pattern A), {CELL_N} episodes a cell",
+        null="W_trans 1 at every dd (Pattern B): reading A or C is a false positive",
+        measure="recovery",
+        planted_study=_pattern_study(PATTERN_A, "A", null=False),
+        planted_target=DETECTION_80,
+        null_study=_pattern_study(PATTERN_B, "B", null=True),
+        null_target=FALSE_POSITIVE_5,
+    )
+)
+
+__all__ = ["DELTA_CASE", "G1B_CASE", "H_CASE", "PATTERN_CASE", "SELECTION_CASE", "cells_frame"]
