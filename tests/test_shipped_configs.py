@@ -6,6 +6,10 @@ So each file in configs/ and src/horizonbench/configs/ (globbed: a new config is
 up by itself) runs through the command line (its main()), every stage, at a fraction of
 its scale: the same families, sweep settings, modes, models, environments and agents.
 
+Each run also holds the rows of its config in the README's "Reproducing the papers"
+table to what they list (tests/reproducing_papers.py: every output a Parquet table with
+rows, every report section there), so those rows cost no run of their own.
+
 Every config runs end to end; none needed the fallback of a dry run plus a sampled
 generation. The demo config has no smoke run of its own: it runs once per test session
 at scale 0.1 (tests/demo_run.py, shared with the browser and digest tests), and its test
@@ -38,6 +42,7 @@ from horizonbench.cli.main import main
 from horizonbench.schemas.config import load_config
 from horizonbench.schemas.scale import scale_config
 from horizonbench.tasks.evaluate.world_episodes import EPISODES_REL
+from reproducing_papers import check_run, read_rows
 
 pytestmark = pytest.mark.flow
 
@@ -105,9 +110,12 @@ def test_every_file_in_the_config_folders_is_a_config():
 def test_a_config_whose_full_run_cannot_finish_fails_its_smoke_run(tmp_path, capsys):
     """Merged bins fill where narrow ones might not: the smoke run checks the full
     config's requests first. configs/recurrreason.yaml as it was before issue 23 (100
-    Blocks World puzzles asked at n = 1, which has 6) fails here, before anything runs."""
+    Blocks World puzzles asked at n = 1, which has 6, with distinct pairs drawn before the
+    cut) fails here, before anything runs."""
     data = _load(ROOT / "configs" / "recurrreason.yaml")
-    data["families"]["blocks_world"]["sampling"]["bins"].pop("quotas")
+    old_params = {"ns": list(range(1, 11)), "num_stacks": 3, "per_n": 100, "alpha": 3}
+    data["families"]["blocks_world"]["params"] = old_params
+    data["families"]["blocks_world"]["sampling"]["bins"].pop("quotas", None)
     old = tmp_path / "recurrreason-before.yaml"
     old.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     out = tmp_path / "run"
@@ -137,6 +145,11 @@ def test_shipped_config_runs_at_smoke_scale(path, tmp_path, prefect_server, fake
     assert ran["families"] == expected["families"] and ran.get("worlds") == expected.get("worlds")
     assert ran["evaluation"]["samples"] == expected["evaluation"]["samples"] == 1
     _check_every_part_ran(path, out, ran)
+    # the README's "Reproducing the papers" rows of this config: each output a table with
+    # rows, each report section there (tests/reproducing_papers.py; checked on this run
+    # rather than on a run of their own)
+    problems = check_run(read_rows(), path.relative_to(ROOT).as_posix(), out)
+    assert not problems, "\n".join(problems)
     # every API model was called, and only on the fake server
     called = {r.body.get("model") for r in fake_server.requests[before:]}
     wanted = {m["model"] for m in ran["evaluation"]["models"] if m["name"] in api_models}
