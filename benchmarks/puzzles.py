@@ -47,7 +47,6 @@ def shared_certify_here(quick: bool) -> dict[str, Any]:
     """Certify every configuration as the families do (keeping the first per_bin per n
     where the config has quotas, as generation does)."""
     from horizonbench.core.registry import get_family
-    from horizonbench.datasets.puzzles.base import Certificate
     from horizonbench.datasets.puzzles.family import _params_key, _space
 
     cfg = yaml.safe_load(CONFIG.read_text())
@@ -60,15 +59,20 @@ def shared_certify_here(quick: bool) -> dict[str, Any]:
         cap = (spec["sampling"].get("bins") or {}).get("per_bin")
         t = time.perf_counter()
         space = _space(type(fam.puzzle), _params_key(params))
+        # as generation keeps them: the first ``cap`` solved per n fill the quota (a
+        # trivial or repeated one takes a slot and is dropped, Blocks World's paper rule)
+        slots: dict[int, int] = {}
         kept: dict[int, int] = {}
         moves = 0
-        for config in space:
-            if (cap is not None and kept.get(config.n, 0) >= cap) or config.start == config.goal:
+        for index, config in enumerate(space):
+            if cap is not None and slots.get(config.n, 0) >= cap:
                 continue
-            cert = fam.puzzle.certify(config, int(params.node_limit))
-            if isinstance(cert, Certificate):
+            cand = fam.generate_candidate(params, 0, index)
+            if cand.row is not None or cand.quota_difficulty is not None:
+                slots[config.n] = slots.get(config.n, 0) + 1
+            if cand.row is not None:
                 kept[config.n] = kept.get(config.n, 0) + 1
-                moves += cert.length
+                moves += cand.row["solution_length"]
         out[name] = {
             "seconds": time.perf_counter() - t,
             "configurations": len(space),

@@ -1,5 +1,8 @@
-"""The shipped configs/recurrreason.yaml regenerates the paper's Table 4: Hanoi and River
-Crossing exactly (puzzles and total moves for every n), Checkers' move totals exactly."""
+"""The shipped configs/recurrreason.yaml regenerates the paper's Table 4: Hanoi, River
+Crossing and Checkers exactly (puzzles and total moves for every n; Checkers with its
+start == goal boards, flagged), Blocks World by Algorithm 6's cut-then-drop rule (the
+whole Blocks World table, n = 8..10 included, is minutes of BFS: ``make bench``,
+benchmarks/puzzles.py, checks its totals against Table 4)."""
 
 from __future__ import annotations
 
@@ -87,29 +90,50 @@ def test_table4_exactly(name):
         assert set(rejected) == {"unsolvable", "capacity_too_small"}
 
 
-def test_checkers_moves_equal_table4_without_the_trivial_puzzles():
+def test_checkers_equals_table4_with_the_trivial_puzzles_flagged():
     """n = 1..6 here (the rest is the same code on bigger boards, checked by make bench):
-    the paper counts two puzzles per n (one for n >= 6) whose start is their goal; they
-    are rejected as start_is_goal, and every move total matches."""
+    the paper counts two puzzles per n (one for n >= 6) whose start is their goal; the
+    config keeps them (``keep_trivial``), 0 moves, flagged ``start_is_goal``, and every
+    count and move total matches."""
     puzzles, moves, rejected = counts("checkers", ns=[1, 2, 3, 4, 5, 6])
     for n in range(1, 7):
-        p, m = TABLE4["checkers"][n - 1]
-        trivial = 1 if n >= 6 else 2
-        assert (puzzles[n], moves[n]) == (p - trivial, m), n
-    assert rejected == {"start_is_goal": 11}
+        assert (puzzles[n], moves[n]) == TABLE4["checkers"][n - 1], n
+    assert not rejected
+    fam = get_family("checkers")
+    raw = yaml.safe_load(CONFIG.read_text())["families"]["checkers"]["params"]
+    params = fam.params_model.model_validate(raw | {"ns": [1, 2, 3, 4, 5, 6]})
+    rows = [fam.generate_candidate(params, 0, i).row for i in range(fam.candidate_count(params))]
+    flagged = [r for r in rows if r is not None and r["start_is_goal"]]
+    assert len(flagged) == 11 and all(r["solution_length"] == 0 and r["moves"] == [] for r in flagged)
+    assert all(r["initial_state"] == r["goal_state"] for r in flagged)
+    # without the option (the default) they are rejected, as before
+    plain = fam.params_model.model_validate({"ns": [1, 2]})
+    reasons = Counter(
+        fam.generate_candidate(plain, 0, i).rejection for i in range(fam.candidate_count(plain))
+    )
+    assert reasons["start_is_goal"] == 4
 
 
-def test_blocks_world_asks_each_size_for_what_it_has():
-    """Table 4 has 6 Blocks World puzzles at n = 1 (the 6 ordered pairs of its 3 states)
-    and up to 100 at every other n: the config asks exactly that, and its requests pass
-    the check that refuses a quota a size cannot fill (issue 23: a quota of 100 at n = 1
-    ended the README's command with exit code 4)."""
+def test_blocks_world_is_the_paper_reading_and_asks_up_to_100_per_n():
+    """Algorithm 6 read literally: 100 per n everywhere ("up to 100 puzzles per N"), the
+    requests pass the config check (a quota counts trivial and repeated candidates, so
+    every n can fill it), and n = 1 keeps the 6 ordered pairs of its 3 states."""
     from horizonbench.schemas.config import check_requests
 
     cfg = load_config(CONFIG)
     check_requests(cfg, str(CONFIG))
-    bins = cfg.families["blocks_world"].sampling.bins
+    spec = cfg.families["blocks_world"]
+    bins = spec.sampling.bins
     assert bins is not None and bins.edges() == list(range(1, 11))
-    puzzles, _, rejected = counts("blocks_world", ns=[1])
-    assert puzzles[1] == 6 and not rejected
-    assert [bins.quota(n) for n in bins.edges()] == [6] + [100] * 9
+    assert [bins.quota(n) for n in bins.edges()] == [100] * 10
+    params = spec.params
+    assert (params["start_sampler"], params["goal"], params["search"], params["dedup"]) == (
+        "blockwise",
+        "walk",
+        "bfs",
+        "after",
+    )
+    puzzles, moves, rejected = counts("blocks_world", ns=[1])
+    # every one of the 300 candidates: the 6 distinct nontrivial pairs, the rest dropped
+    assert (puzzles[1], moves[1]) == (6, 6)
+    assert set(rejected) == {"start_is_goal", "repeated_pair"}

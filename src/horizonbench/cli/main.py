@@ -137,6 +137,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--dest", metavar="DIR", help="where to write (default DIR/exports)")
     e.add_argument("--seed", type=int, metavar="N", help="split seed (default: the run's seed)")
+    e.add_argument(
+        "--split",
+        choices=["per_n", "pooled"],
+        help="per_n: 80/20 within each n = 1..7; pooled: one 80/20 split over n = 1..7, "
+        "ceil(0.2 * total) validation (default: the run config's export.split, else per_n)",
+    )
     a = sub.add_parser(
         "analyze",
         help="rebuild a finished run's analysis tables from its tables alone",
@@ -439,15 +445,20 @@ def _export(args: argparse.Namespace) -> int:
 
     run = Path(args.run)
     seed = args.seed
+    try:
+        recorded = json.loads((run / "manifest.json").read_text(encoding="utf-8"))["config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        recorded = {}
     if seed is None:
         try:
-            manifest = json.loads((run / "manifest.json").read_text(encoding="utf-8"))
-            seed = int(manifest["config"]["run"]["seed"])
-        except (OSError, ValueError, KeyError, TypeError):
+            seed = int(recorded["run"]["seed"])
+        except (ValueError, KeyError, TypeError):
             seed = 0
+    chosen = (recorded.get("export") or {}).get("split") if isinstance(recorded, dict) else None
+    split = args.split or chosen
     formats = ["parquet", "jsonl"] if args.format == "both" else [args.format]
     try:
-        summary = export_run(run, formats, seed, Path(args.dest) if args.dest else None)
+        summary = export_run(run, formats, seed, Path(args.dest) if args.dest else None, split or "per_n")
     except ConfigError as err:
         return _fail(str(err), 2)
     except ValidationFailed as err:
@@ -455,9 +466,15 @@ def _export(args: argparse.Namespace) -> int:
     dest = Path(args.dest) if args.dest else run / "exports"
     for name, counts in summary.items():
         parts = ", ".join(
-            f"{split} {c['instances']} puzzles / {c['rows']} rows" for split, c in counts.items()
+            f"{part} {c['instances']} puzzles / {c['rows']} rows"
+            for part, c in counts.items()
+            if part not in ("split_rule", "overlap")
         )
-        print(f"{name}: {parts}")
+        seen = counts["overlap"]["validation"]
+        print(
+            f"{name} ({counts['split_rule']} split): {parts}; {seen['in_train']} of {seen['steps']} "
+            f"validation steps ({100 * seen['share']:.1f}%) repeat a training step"
+        )
     print(f"exports: {dest.resolve()}")
     return 0
 

@@ -69,6 +69,10 @@ class Candidate:
 
     row: dict[str, Any] | None
     rejection: str | None = None
+    #: a rejected candidate that still takes a quota slot, by its difficulty: the
+    #: paper's Algorithm 6 keeps the first M solved candidates, trivial and repeated
+    #: ones included, and only then drops those (Blocks World ``dedup: after``)
+    quota_difficulty: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,9 @@ class Selector:
     certified: int = 0
     rejections: Counter[str] = field(default_factory=Counter)
     bin_counts: dict[int, int] = field(default_factory=dict)
+    #: quota slots taken by candidates dropped after the cut (no row): bins that count
+    #: them hold "up to" their quota, as the paper's Algorithm 6 says
+    slots_dropped: int = 0
 
     def __post_init__(self) -> None:
         if self.spec.bins is not None:
@@ -70,6 +73,13 @@ class Selector:
         self.considered += 1
         if rejection is not None:
             self.rejections[rejection] += 1
+            if length is not None and self.spec.bins is not None:
+                # solved but dropped after the cut (Algorithm 6: the first M solved per
+                # n are taken, then trivial and repeated ones removed): a slot, no row
+                lo = self.bin_of(length)
+                if lo is not None and self.bin_counts[lo] < self.spec.bins.quota(lo):
+                    self.bin_counts[lo] += 1
+                    self.slots_dropped += 1
             return False
         self.certified += 1
         assert length is not None

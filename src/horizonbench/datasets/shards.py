@@ -106,7 +106,8 @@ def generate_shard(
             seed = candidate_seed(root_seed, family_of(family_name), index)
             cand = family.generate_candidate(p, seed, index)
             if cand.row is None:
-                out.append((index, None, None, cand.rejection or "rejected"))
+                # a dropped candidate that fills a quota slot keeps its difficulty
+                out.append((index, cand.quota_difficulty, None, cand.rejection or "rejected"))
                 continue
             length = family.difficulty(cand.row)
             row = cand.row

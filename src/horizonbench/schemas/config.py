@@ -427,7 +427,9 @@ def horizon_setting(value: Any, factor: Any) -> None:
             f"(T = ceil(horizon_factor x L*) per world); got {value!r}"
         )
     if value == "paper" and factor is not None:
-        raise ValueError("horizon: paper uses the regime's fixed T; drop horizon_factor or set horizon: relative")
+        raise ValueError(
+            "horizon: paper uses the regime's fixed T; drop horizon_factor or set horizon: relative"
+        )
 
 
 class WorldsSpec(_Strict):
@@ -626,6 +628,15 @@ class RunSpec(_Strict):
         return self
 
 
+class ExportSpec(_Strict):
+    """``horizonbench export``'s split of the puzzle step tables (``--split`` overrides):
+    ``per_n``, 80/20 within each n = 1..7 (the paper's text); ``pooled``, one 80/20
+    split over n = 1..7 with ceil(0.2 * total) validation puzzles (what the paper's
+    validation percentages imply: 9 Hanoi, 110 Blocks World, 540 Checkers)."""
+
+    split: Literal["per_n", "pooled"] = "per_n"
+
+
 class Config(_Strict):
     run: RunSpec = RunSpec()
     families: dict[str, FamilySpec] = Field(default_factory=dict)
@@ -635,6 +646,7 @@ class Config(_Strict):
     generation: GenerationSpec = GenerationSpec()
     dask: DaskSpec = DaskSpec()
     analysis: AnalysisSpec = AnalysisSpec()
+    export: ExportSpec = ExportSpec()
 
     @model_validator(mode="after")
     def _some_family(self) -> Config:

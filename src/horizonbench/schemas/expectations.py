@@ -83,8 +83,15 @@ def puzzle_suite(name: str) -> Suite:
     """A RecurrReason puzzle table: sizes in range, every state of every trajectory
     parses as a well-formed state, the trajectory replays legally from the initial to
     the goal state, and the lengths agree (moves = L, states = L + 1)."""
-    return instance_suite(min_length=1) + [
-        *_not_null("n", "label", "initial_state", "goal_state", "moves", "states"),
+    return instance_suite(min_length=0) + [
+        *_not_null("n", "label", "initial_state", "goal_state", "moves", "states", "start_is_goal"),
+        # 0 moves only for a start that is its goal (the paper's Checkers keeps those,
+        # flagged), and the flag says exactly that
+        (
+            "ExpectColumnPairValuesAToBeGreaterThanB",
+            {"column_A": "solution_length", "column_B": "_puzzle_min_length", "or_equal": True},
+        ),
+        ("ExpectColumnPairValuesToBeEqual", {"column_A": "start_is_goal", "column_B": "_same_ends"}),
         ("ExpectColumnValuesToBeInSet", {"column": "family", "value_set": [name]}),
         ("ExpectColumnValuesToBeBetween", {"column": "n", "min_value": 1, "max_value": 10}),
         ("ExpectColumnPairValuesToBeEqual", {"column_A": "solution_length", "column_B": "_moves_count"}),
@@ -166,7 +173,12 @@ def episodes_suite(models: list[str]) -> Suite:
             "episode_id", "env", "model", "sc", "dd", "seed", "horizon", "optimal_length", "success", "steps"
         ),
         ("ExpectColumnValuesToBeUnique", {"column": "episode_id"}),
-        ("ExpectCompoundColumnsToBeUnique", {"column_list": ["env", "model", "seed"]}),
+        # a world (seed) is played once per agent and setting of the secondary axes: the
+        # paired ablations (worlds.ablations) replay the backdrop's worlds
+        (
+            "ExpectCompoundColumnsToBeUnique",
+            {"column_list": ["env", "model", "seed", "horizon", "branching", "observation", "mutation"]},
+        ),
         ("ExpectColumnValuesToBeInSet", {"column": "env", "value_set": WORLD_ENVS}),
         ("ExpectColumnValuesToBeInSet", {"column": "model", "value_set": models}),
         ("ExpectColumnValuesToBeInSet", {"column": "observation", "value_set": _OBSERVATIONS}),
@@ -264,6 +276,9 @@ def _puzzle_columns(out: pd.DataFrame) -> pd.DataFrame:
     out["_length_plus_one"] = (out["solution_length"] + 1).astype("int64")
     out["_first_state"] = out["states"].map(lambda s: s[0] if len(s) else None)
     out["_last_state"] = out["states"].map(lambda s: s[-1] if len(s) else None)
+    if "start_is_goal" in out:
+        out["_puzzle_min_length"] = (~out["start_is_goal"].astype(bool)).astype("int64")
+        out["_same_ends"] = (out["initial_state"] == out["goal_state"]).astype(bool)
     if "start_peg" in out:
         out["_pegs_differ"] = (out["start_peg"] != out["goal_peg"]).astype(bool)
         out["_true"] = True

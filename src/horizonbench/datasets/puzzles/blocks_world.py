@@ -19,9 +19,10 @@ import heapq
 import itertools
 import math
 import re
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -62,9 +63,25 @@ class BlocksWorldParams(BaseModel):
     per_n: int = Field(default=100, ge=1, le=100_000)
     alpha: int = Field(default=3, ge=1, le=100)
     num_stacks: int = Field(default=3, ge=2, le=6)
+    #: A* nodes (``search: astar``) or Algorithm 5's N_max, queue pops (``search: bfs``)
     node_limit: int = Field(default=1_000_000, ge=1)
     #: seed of the draws; the family adapter passes it to ``configurations`` as ``seed``
     sample_seed: int = Field(default=0, ge=0)
+    #: how a start is drawn: ``uniform`` over all states, or ``blockwise`` (blocks A..n in
+    #: order, each put on a uniformly drawn stack: 3^n equally likely placements)
+    start_sampler: Literal["uniform", "blockwise"] = "uniform"
+    #: the goal: ``independent`` (drawn like the start) or ``walk`` (``walk_moves`` moves,
+    #: each uniform over the legal ones, from the start; undoing a move is allowed)
+    goal: Literal["independent", "walk"] = "independent"
+    walk_moves: int = Field(default=35, ge=1, le=10_000)
+    #: the certificate's search: ``astar`` (exact, see :func:`_astar`) or ``bfs``, the
+    #: paper's Algorithm 5 (goal test on successors, gives up after ``node_limit`` pops)
+    search: Literal["astar", "bfs"] = "astar"
+    #: ``before``: repeated pairs and start == goal are skipped while the candidates are
+    #: drawn; ``after``: Algorithm 6 taken literally, every draw is a candidate and the
+    #: first ``per_n`` solved ones (trivial and repeated ones included) fill the quota,
+    #: then those are dropped (the family adapter counts them, see family.py)
+    dedup: Literal["before", "after"] = "before"
 
     @field_validator("ns")
     @classmethod
@@ -107,6 +124,38 @@ def _draw_state(rng: np.random.Generator, n: int, k: int) -> BWState:
         out.append(tuple(order[pos : pos + size]))
         pos += size
     return tuple(out)
+
+
+def _draw_blockwise(rng: np.random.Generator, n: int, k: int) -> BWState:
+    """Blocks A..n in order, each on top of a uniformly drawn stack (the placement the
+    paper's Figure 6 suggests; not uniform over states: tall stacks are ordered A-up)."""
+    rows: list[list[str]] = [[] for _ in range(k)]
+    for i, where in enumerate(rng.integers(k, size=n).tolist()):
+        rows[where].append(_LETTERS[i])
+    return tuple(tuple(r) for r in rows)
+
+
+def random_walk(rng: np.random.Generator, state: BWState, moves: int) -> BWState:
+    """The state after ``moves`` moves, each uniform over the legal ones (a move may undo
+    the last one): a goal near the start, as Table 4's short plans at n = 8..10 need."""
+    rows = [list(s) for s in state]
+    k = len(rows)
+    for _ in range(moves):
+        legal = [(i, j) for i in range(k) if rows[i] for j in range(k) if j != i]
+        if not legal:
+            break
+        i, j = legal[int(rng.integers(len(legal)))]
+        rows[j].append(rows[i].pop())
+    return tuple(tuple(r) for r in rows)
+
+
+def draw_pair(rng: np.random.Generator, n: int, params: BlocksWorldParams) -> tuple[BWState, BWState]:
+    """One (start, goal) candidate by the params' sampler and goal rule."""
+    k = params.num_stacks
+    draw = _draw_state if params.start_sampler == "uniform" else _draw_blockwise
+    start = draw(rng, n, k)
+    goal = draw(rng, n, k) if params.goal == "independent" else random_walk(rng, start, params.walk_moves)
+    return start, goal
 
 
 def all_states(n: int, k: int) -> list[BWState]:
@@ -324,6 +373,91 @@ def _astar(
     return Unsolved("unsolvable", nodes)
 
 
+def bfs_algorithm5(start: BWState, goal: BWState, node_limit: int) -> Certificate | Unsolved:
+    """The paper's Algorithm 5: breadth-first search with a parent map; the goal test is
+    made on each successor as it is generated, before the visited test; ``node_limit``
+    (N_max) counts queue pops, and the search gives up once that many were popped.
+    Successors go by (from stack, to stack) order, as :meth:`BlocksWorld.successors`.
+
+    Why it exists beside A*: the node limit is part of what the paper's Table 4 holds
+    (the plans it cannot find at n = 8..10 are missing there), and only this search
+    cuts where Algorithm 5 does. Its plans are optimal when found (BFS). Start == goal
+    is a 0-move certificate (Algorithm 5 would never test the start itself).
+
+    Speed: states are tuples of K strings (their hashes are cached), the parent map holds
+    only the parent (the move is read off two states at the end), and 3 stacks have their
+    six moves written out: about 0.6 s for 150,000 pops at n = 10, against 1.1 s for the
+    general loop (``python /tmp`` timing, 2026-12-03; the general loop serves K != 3).
+    """
+    src = tuple("".join(s) for s in start)
+    dst = tuple("".join(s) for s in goal)
+    if src == dst:
+        return Certificate((start,), (), 0)
+    if sorted("".join(src)) != sorted("".join(dst)) or len(src) != len(dst):
+        return Unsolved("unsolvable", 0)
+    parent: dict[tuple[str, ...], tuple[str, ...] | None] = {src: None}
+    queue: deque[tuple[str, ...]] = deque([src])
+    expand = _moves3 if len(src) == 3 else _moves_any
+    pops = 0
+    while queue and pops < node_limit:
+        s = queue.popleft()
+        pops += 1
+        for t in expand(s):
+            if t == dst:
+                parent[t] = s
+                return _bfs_path(parent, t, pops)
+            if t not in parent:
+                parent[t] = s
+                queue.append(t)
+    return Unsolved("node_limit" if queue else "unsolvable", pops)
+
+
+def _moves3(s: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The successors of a 3-stack state in (from, to) order, written out."""
+    a, b, c = s
+    out = []
+    if a:
+        x, r = a[-1], a[:-1]
+        out += [(r, b + x, c), (r, b, c + x)]
+    if b:
+        x, r = b[-1], b[:-1]
+        out += [(a + x, r, c), (a, r, c + x)]
+    if c:
+        x, r = c[-1], c[:-1]
+        out += [(a + x, b, r), (a, b + x, r)]
+    return out
+
+
+def _moves_any(s: tuple[str, ...]) -> list[tuple[str, ...]]:
+    out = []
+    for i, here in enumerate(s):
+        if not here:
+            continue
+        for j in range(len(s)):
+            if j != i:
+                t = list(s)
+                t[i], t[j] = here[:-1], s[j] + here[-1]
+                out.append(tuple(t))
+    return out
+
+
+def _bfs_path(
+    parent: Mapping[tuple[str, ...], tuple[str, ...] | None], end: tuple[str, ...], nodes: int
+) -> Certificate:
+    """The trajectory back from ``end``; each move is the one stack that shrank and the
+    one that grew between two states."""
+    keys = [end]
+    while (up := parent[keys[-1]]) is not None:
+        keys.append(up)
+    keys.reverse()
+    moves: list[BWMove] = []
+    for before, after in itertools.pairwise(keys):
+        i = next(x for x in range(len(before)) if len(after[x]) < len(before[x]))
+        j = next(x for x in range(len(before)) if len(after[x]) > len(before[x]))
+        moves.append((before[i][-1], i + 1, j + 1))
+    return Certificate(tuple(tuple(tuple(stack) for stack in key) for key in keys), tuple(moves), nodes)
+
+
 def _path(parent: Mapping[str, tuple[str, BWMove] | None], end: str, nodes: int) -> Certificate:
     keyed = walk_back(parent, end, nodes)
     states = tuple(tuple(tuple(stack) for stack in key.split(_SEP)) for key in keyed.states)
@@ -369,36 +503,52 @@ class BlocksWorld:
     # configurations and certificates
 
     def configurations(self, n: int, params: BaseModel, seed: int) -> list[Configuration]:
-        """Algorithm 6's candidate list: ``per_n * alpha`` distinct (start, goal) pairs with
-        start != goal. When the space has no more pairs than that, all of them in a seeded
-        order (sampling would only repeat); otherwise independent uniform draws, each
-        seeded by (seed, n, draw number), skipping repeats."""
+        """Algorithm 6's candidate list, ``per_n * alpha`` (start, goal) pairs, each draw
+        seeded by (seed, n, draw number).
+
+        ``dedup: after`` (the paper's reading): every draw, in seed order, repeats and
+        start == goal included (the adapter counts them toward the quota, then drops
+        them). ``dedup: before``: distinct pairs with start != goal, repeats skipped;
+        with the uniform sampler and independent goals, a space with no more pairs than
+        wanted is listed whole in a seeded order (sampling would only repeat), and a
+        space too small for the other samplers ends the list early."""
         assert isinstance(params, BlocksWorldParams)
         k, want = params.num_stacks, params.per_n * params.alpha
         rules = {"num_stacks": k}
+        if params.dedup == "after":
+            pairs = (draw_pair(_rng(seed, n, str(draw)), n, params) for draw in range(want))
+            return [Configuration(n, rules, s, g, label=f"draw {i}") for i, (s, g) in enumerate(pairs)]
         total = count_states(n, k)
-        if total * (total - 1) <= want:
+        plain = params.start_sampler == "uniform" and params.goal == "independent"
+        if plain and total * (total - 1) <= want:
             states = all_states(n, k)
-            pairs = [(s, g) for s in states for g in states if s != g]
-            order = _rng(seed, n, "all").permutation(len(pairs))
-            return [Configuration(n, rules, *pairs[i], label=f"pair {i}") for i in order.tolist()]
+            every = [(s, g) for s in states for g in states if s != g]
+            order = _rng(seed, n, "all").permutation(len(every))
+            return [Configuration(n, rules, *every[i], label=f"pair {i}") for i in order.tolist()]
         out: list[Configuration] = []
         seen: set[tuple[BWState, BWState]] = set()
-        for draw in itertools.count():
+        # a walk or blockwise space may hold fewer distinct pairs than wanted: stop after
+        # this many draws rather than loop (the uniform one above never gets here short)
+        for draw in range(want * 50):
             if len(out) == want:
                 break
-            rng = _rng(seed, n, str(draw))
-            start, goal = _draw_state(rng, n, k), _draw_state(rng, n, k)
+            start, goal = draw_pair(_rng(seed, n, str(draw)), n, params)
             if start == goal or (start, goal) in seen:
                 continue
             seen.add((start, goal))
             out.append(Configuration(n, rules, start, goal, label=f"draw {draw}"))
         return out
 
-    def certify(self, config: Configuration, node_limit: int) -> Certificate | Unsolved:
-        """A* from the start (goals are not shared). With 2 stacks only n + 1 states are
-        reachable from each start, and the search proves the rest unsolvable."""
-        return _astar(_stacks(config.start), _stacks(config.goal), node_limit)
+    def certify(
+        self, config: Configuration, node_limit: int, search: str = "astar"
+    ) -> Certificate | Unsolved:
+        """A* from the start (goals are not shared), or the paper's BFS (Algorithm 5) with
+        ``search="bfs"``. With 2 stacks only n + 1 states are reachable from each start,
+        and the search proves the rest unsolvable."""
+        start, goal = _stacks(config.start), _stacks(config.goal)
+        if search == "bfs":
+            return bfs_algorithm5(start, goal, node_limit)
+        return _astar(start, goal, node_limit)
 
     def distance_to(self, goal: Any, rules: Mapping[str, Any], n: int) -> Callable[[Any], int | None]:
         """Moves from a state to ``goal`` by A* (as the certificates; cached per state),

@@ -99,6 +99,10 @@ class CheckersParams(BaseModel):
     selection: Literal["uniform", "first"] = "uniform"
     sample_seed: int = Field(default=0, ge=0)
     node_limit: int = Field(default=5_000_000, ge=1)
+    #: keep the boards whose start is the goal, as 0-move puzzles flagged
+    #: ``start_is_goal`` (the paper's Table 4 counts these 15; its every reported
+    #: Checkers success is one); False drops them (the family adapter's default)
+    keep_trivial: bool = False
 
 
 def canonical_start(n: int, orientation: str) -> str:

@@ -36,6 +36,7 @@ from horizonbench.datasets.puzzles.base import (
     IllegalMove,
     Puzzle,
     State,
+    Unsolved,
     replay,
     trajectory_ok,
 )
@@ -67,12 +68,28 @@ def puzzle_fields(rule_fields: Sequence[pa.Field]) -> list[pa.Field]:
         pa.field("states", pa.list_(pa.string()), nullable=False),
         #: search nodes of the certificate (a shared distance map counts whole)
         pa.field("search_nodes", pa.int64(), nullable=False),
+        #: the start is the goal (0 moves): kept only by the paper's Checkers reading
+        #: (``keep_trivial``), where Table 4 counts them; never drawn by default
+        pa.field("start_is_goal", pa.bool_(), nullable=False),
         *rule_fields,
     ]
 
 
 def _params_key(params: BaseModel) -> str:
     return json.dumps(params.model_dump(mode="json"), sort_keys=True)
+
+
+@lru_cache(maxsize=32)
+def _repeats(puzzle_cls: type, params_json: str) -> frozenset[int]:
+    """Indices of candidates whose (n, rules, start, goal) an earlier candidate has."""
+    seen: set[tuple[Any, ...]] = set()
+    out = set()
+    for i, c in enumerate(_space(puzzle_cls, params_json)):
+        key = (c.n, json.dumps(dict(c.rules), sort_keys=True), c.start, c.goal)
+        if key in seen:
+            out.add(i)
+        seen.add(key)
+    return frozenset(out)
 
 
 @lru_cache(maxsize=32)
@@ -150,8 +167,12 @@ class PuzzleFamily:
         bins = getattr(sampling, "bins", None)
         if bins is None:
             return []
-        space = _space(self.puzzle_cls, _params_key(self._params(params)))
-        per_n = Counter(c.n for c in space if c.start != c.goal)
+        p = self._params(params)
+        space = _space(self.puzzle_cls, _params_key(p))
+        # with ``dedup: after`` every candidate can take a slot (trivial ones too), and a
+        # bin holds "up to" its quota (Algorithm 6); otherwise trivial ones never count
+        after = getattr(p, "dedup", "before") == "after"
+        per_n = Counter(c.n for c in space if after or c.start != c.goal)
         short = []
         for lo in bins.edges():
             hi = min(lo + bins.width, bins.max) - 1
@@ -184,14 +205,29 @@ class PuzzleFamily:
         if index >= len(space):
             return Candidate(None, "beyond_candidate_space")
         config = space[index]
+        # Algorithm 6 read literally (``dedup: after``): a trivial or repeated candidate
+        # counts as solved toward the first M per n, and is dropped after that cut
+        after = getattr(p, "dedup", "before") == "after"
         if config.start == config.goal:
-            return Candidate(None, "start_is_goal")
-        cert = self.puzzle.certify(config, int(p.node_limit))  # type: ignore[attr-defined]
+            if getattr(p, "keep_trivial", False):  # the paper keeps them, 0 moves
+                return Candidate(self.row(config, Certificate((config.start,), ()), seed, index))
+            return Candidate(None, "start_is_goal", config.n if after else None)
+        cert = self._certify(p, config)
         if not isinstance(cert, Certificate):
             return Candidate(None, cert.reason)
         if not trajectory_ok(self.puzzle, config, cert):
             return Candidate(None, "certificate_invalid")
+        if after and index in _repeats(self.puzzle_cls, _params_key(p)):
+            return Candidate(None, "repeated_pair", config.n)
         return Candidate(self.row(config, cert, seed, index))
+
+    def _certify(self, p: BaseModel, config: Configuration) -> Certificate | Unsolved:
+        """The puzzle's certificate; a puzzle with a choice of search (Blocks World's
+        ``search``) is told which."""
+        search = getattr(p, "search", None)
+        if search is None:
+            return self.puzzle.certify(config, int(p.node_limit))  # type: ignore[attr-defined]
+        return self.puzzle.certify(config, int(p.node_limit), search)  # type: ignore[attr-defined,call-arg]
 
     def row(self, config: Configuration, cert: Certificate, seed: int, index: int) -> dict[str, Any]:
         pz = self.puzzle
@@ -211,6 +247,7 @@ class PuzzleFamily:
             "moves": moves,
             "states": [pz.format_state(s) for s in cert.states],
             "search_nodes": cert.nodes,
+            "start_is_goal": config.start == config.goal,
         }
         for f in self.rule_fields:
             row[f.name] = config.rules[f.name]

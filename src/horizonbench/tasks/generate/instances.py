@@ -53,6 +53,9 @@ class GenerationStats:
     #: candidates generated on the workers this run, and read from the shard cache
     generated: int = 0
     from_cache: int = 0
+    #: quota slots taken by solved candidates dropped after the cut (Algorithm 6's
+    #: trivial and repeated ones, Blocks World ``dedup: after``): bins hold "up to" M
+    slots_dropped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -64,6 +67,7 @@ class GenerationStats:
             "unfilled_bins": {str(k): v for k, v in sorted(self.unfilled_bins.items())},
             "candidates_generated": self.generated,
             "candidates_from_cache": self.from_cache,
+            "quota_slots_dropped": self.slots_dropped,
             "path": self.path,
         }
 
@@ -527,6 +531,7 @@ def _generate_families(
                 path=rel,
                 generated=counts.generated,
                 from_cache=counts.from_cache,
+                slots_dropped=selector.slots_dropped,
             )
             if log is not None:
                 log(
@@ -534,6 +539,12 @@ def _generate_families(
                     f"rejected {st.rejections or 'none'}); {st.from_cache} from the shard cache, "
                     f"{st.generated} generated"
                     + (f"; {len(st.unfilled_bins)} bins short of quota" if st.unfilled_bins else "")
+                    + (
+                        f"; {st.slots_dropped} quota slots went to trivial or repeated candidates "
+                        "dropped after the cut (bins hold up to their quota)"
+                        if st.slots_dropped
+                        else ""
+                    )
                 )
             return st.as_dict()
 

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from horizonbench.core.errors import ConfigError, ValidationFailed
 from horizonbench.core.registry import get_family
-from horizonbench.datasets.puzzles.steps import SPLITS, assign_splits, step_rows
+from horizonbench.datasets.puzzles.steps import SPLITS, SplitRule, assign_splits, step_overlap, step_rows
 from horizonbench.schemas.expectations import export_suite
 from horizonbench.schemas.tables import with_version
 from horizonbench.tasks.run_folder.layout import instances_rel
@@ -62,8 +62,13 @@ def _family(name: str) -> Any:
         return None
 
 
-def export_run(run: Path, formats: list[str], seed: int, dest: Path | None = None) -> dict[str, Any]:
-    """Write ``<dest>/<family>/<split>.{parquet,jsonl}``; returns per-family row counts."""
+def export_run(
+    run: Path, formats: list[str], seed: int, dest: Path | None = None, split: SplitRule = "per_n"
+) -> dict[str, Any]:
+    """Write ``<dest>/<family>/<split>.{parquet,jsonl}``; returns per-family row counts,
+    the split rule, and the step overlap (validation and OOD steps that repeat a training
+    step, input and target: :func:`~horizonbench.datasets.puzzles.steps.step_overlap`),
+    also written to ``<dest>/export.json``."""
     if not (run / "instances").is_dir():
         raise ConfigError(f"--run {run}: no instances/ folder (is it a horizonbench run folder?)")
     manifest = read_manifest(run)
@@ -84,7 +89,7 @@ def export_run(run: Path, formats: list[str], seed: int, dest: Path | None = Non
             rows = read_parts(run / instances_rel(name)).to_pylist()
         except (OSError, pa.ArrowException) as err:
             raise ConfigError(f"--run {run}: {instances_rel(name)} cannot be read: {err}") from None
-        splits = assign_splits(rows, seed)
+        splits = assign_splits(rows, seed, split)
         rule_cols = [f.name for f in family.rule_fields]
         schema = with_version(pa.schema(STEP_FIELDS + list(family.rule_fields) + STEP_TAIL), f"export/{name}")
         steps = [s for r in rows for s in step_rows(r, splits[r["instance_id"]], rule_cols)]
@@ -92,14 +97,16 @@ def export_run(run: Path, formats: list[str], seed: int, dest: Path | None = Non
         result = validate_frame(table.to_pandas(), f"export/{name}", export_suite(), run)
         if not result["success"]:
             raise ValidationFailed(f"export of {name} failed validation: {'; '.join(result['failures'])}")
-        counts = {}
-        for split in SPLITS:
-            part = table.filter(pc.equal(table["split"], split))
-            counts[split] = {"instances": len({*part["instance_id"].to_pylist()}), "rows": part.num_rows}
+        counts: dict[str, Any] = {}
+        for part_name in SPLITS:
+            part = table.filter(pc.equal(table["split"], part_name))
+            counts[part_name] = {"instances": len({*part["instance_id"].to_pylist()}), "rows": part.num_rows}
             if "parquet" in formats:
-                _atomic(dest / name / f"{split}.parquet", lambda p, t=part: pq.write_table(t, p))
+                _atomic(dest / name / f"{part_name}.parquet", lambda p, t=part: pq.write_table(t, p))
             if "jsonl" in formats:
-                _atomic(dest / name / f"{split}.jsonl", lambda p, t=part: _write_jsonl(t, p))
+                _atomic(dest / name / f"{part_name}.jsonl", lambda p, t=part: _write_jsonl(t, p))
+        counts["split_rule"] = split
+        counts["overlap"] = step_overlap(steps, rule_cols)
         summary[name] = counts
     _atomic(
         dest / "export.json", lambda p: p.write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
