@@ -13,8 +13,9 @@ success 0.5 read 0.91). Beside each primary rate stays the rate over the episode
 finished by the world's rules (``p_finished``), with the count of budget stops, so a
 reader sees how much the limit weighs. A ``format_failure`` (the model wrote no usable
 action for several steps) is a failure like any other. :func:`excluded` counts both
-kinds of stop per cell. A cell whose episodes were all T < L* has no row in
-:func:`grid` (no rate at all, rather than a rate of 0).
+kinds of stop per cell. A cell whose episodes were all T < L* keeps its row in
+:func:`grid` with n 0 and no rate (``n_unwinnable`` says why; never a rate of 0, never
+a missing cell), and stays out of cliffs, bands and crossings.
 
 - :func:`grid`: success per (env, model, sc, dd) cell with Wilson intervals, and the
   rate without the budget stops beside it;
@@ -42,9 +43,17 @@ import math
 import numpy as np
 import pandas as pd
 
-from horizonbench.analysis import effect_sizes, phase, trajectory
+from horizonbench.analysis import effect_sizes, phase, trajectory, world_effects, world_horizons, world_shapes
 
-GRID_COLUMNS = ["env", *phase.GRID_COLUMNS, "budget_exceeded", "n_finished", "p_finished"]
+GRID_COLUMNS = [
+    "env",
+    *phase.GRID_COLUMNS,
+    "budget_exceeded",
+    "n_finished",
+    "p_finished",
+    "n_unwinnable",
+    "horizon",
+]
 CRITICAL_COLUMNS = [
     "env",
     "model",
@@ -55,6 +64,7 @@ CRITICAL_COLUMNS = [
     "bracket_low",
     "bracket_high",
     "reason",
+    "horizon",
 ]
 CLIFF_COLUMNS = ["env", *phase.CLIFF_COLUMNS]
 BAND_COLUMNS = ["env", *phase.W_TRANS_COLUMNS]
@@ -194,12 +204,14 @@ def _by_env(episodes: pd.DataFrame):
         yield str(env), part.reset_index(drop=True)
 
 
-def grid(episodes: pd.DataFrame) -> pd.DataFrame:
+def grid(episodes: pd.DataFrame, horizon: str = "") -> pd.DataFrame:
     """Success per cell over the episodes T >= L* (budget stops count as failures),
     with ``budget_exceeded`` (the cell's budget stops), ``n_finished`` and
     ``p_finished`` (the rate over the episodes that ended by the world's rules; NaN when
-    none did) beside it."""
-    frames = []
+    none did) beside it, ``n_unwinnable`` (the cell's episodes with T < L*, left out)
+    and ``horizon`` (how T was set, e.g. ``paper T=40``). A cell whose every world is
+    longer than T keeps its row, with n 0 and a NaN rate: unwinnable, never blank."""
+    frames = [] if episodes.empty else [_unwinnable_cells(episodes)]
     for env, part in _by_env(episodes):
         cells = phase.phase_grid(part).assign(env=env)
         stops = part.assign(_stop=_budget(part).astype(np.int64), _win=part["success"].astype(np.int64))
@@ -215,10 +227,46 @@ def grid(episodes: pd.DataFrame) -> pd.DataFrame:
             by[["model", "sc", "dd", "budget_exceeded", "n_finished", "p_finished"]], how="left"
         )
         frames.append(cells)
-    return pd.concat(frames, ignore_index=True)[GRID_COLUMNS] if frames else _empty(GRID_COLUMNS)
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return _empty(GRID_COLUMNS)
+    out = pd.concat(frames, ignore_index=True).drop_duplicates(["env", "model", "sc", "dd"], keep="last")
+    out = out.sort_values(["env", "model", "sc", "dd"], kind="stable").reset_index(drop=True)
+    short = episodes.assign(_short=episodes["horizon_short"].astype(np.int64))
+    counts = short.groupby(["env", "model", "sc", "dd"], sort=True)["_short"].sum().rename("_k").reset_index()
+    out = out.drop(columns="n_unwinnable").merge(counts.rename(columns={"_k": "n_unwinnable"}), how="left")
+    return out.assign(horizon=horizon)[GRID_COLUMNS]
 
 
-def critical_points(episodes: pd.DataFrame, bootstrap: int = 200, seed: int = 0) -> pd.DataFrame:
+def _unwinnable_cells(episodes: pd.DataFrame) -> pd.DataFrame:
+    """A row of n 0 and NaN rates for every cell of ``episodes`` (the rows :func:`grid`
+    replaces where a cell has measured episodes, so the all-unwinnable ones remain)."""
+    keys = episodes[["env", "model", "sc", "dd"]].drop_duplicates()
+    nan = math.nan
+    return keys.assign(
+        n=0,
+        successes=0,
+        p=nan,
+        wilson_low=nan,
+        wilson_high=nan,
+        budget_exceeded=0,
+        n_finished=0,
+        p_finished=nan,
+        n_unwinnable=0,
+    )
+
+
+def measured(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells of a :func:`grid` table with a rate (n > 0): what cliffs, bands and
+    crossings read; an unwinnable cell is not a rate of 0."""
+    return cells[cells["n"] > 0].reset_index(drop=True)
+
+
+def critical_points(
+    episodes: pd.DataFrame, bootstrap: int = 200, seed: int = 0, horizon: str = ""
+) -> pd.DataFrame:
+    """sc* per (env, model, dd) with its bootstrap interval; ``horizon`` names how T was
+    set (a crossing at T = 40 and one at T = 1.5 L* are different readouts)."""
     rows = []
     for env, part in _by_env(episodes):
         for (model, dd), curve in part.groupby(["model", "dd"], sort=True):
@@ -240,6 +288,7 @@ def critical_points(episodes: pd.DataFrame, bootstrap: int = 200, seed: int = 0)
                     "bracket_low": float(bracket[0]),
                     "bracket_high": float(bracket[1]),
                     "reason": point.reason,
+                    "horizon": horizon,
                 }
             )
     return pd.DataFrame(rows, columns=CRITICAL_COLUMNS) if rows else _empty(CRITICAL_COLUMNS)
@@ -248,14 +297,15 @@ def critical_points(episodes: pd.DataFrame, bootstrap: int = 200, seed: int = 0)
 def cliff_table(cells: pd.DataFrame, delta0: float = phase.CLIFF_MARGIN) -> pd.DataFrame:
     """Adjacent drops of the :func:`grid` table, per environment."""
     frames = [
-        phase.cliffs(part, delta=delta0).assign(env=env) for env, part in cells.groupby("env", sort=True)
+        phase.cliffs(part, delta=delta0).assign(env=env)
+        for env, part in measured(cells).groupby("env", sort=True)
     ]
     frames = [f for f in frames if not f.empty]
     return pd.concat(frames, ignore_index=True)[CLIFF_COLUMNS] if frames else _empty(CLIFF_COLUMNS)
 
 
 def band_widths(cells: pd.DataFrame) -> pd.DataFrame:
-    frames = [phase.w_trans(part).assign(env=env) for env, part in cells.groupby("env", sort=True)]
+    frames = [phase.w_trans(part).assign(env=env) for env, part in measured(cells).groupby("env", sort=True)]
     frames = [f for f in frames if not f.empty]
     out = pd.concat(frames, ignore_index=True)[BAND_COLUMNS] if frames else _empty(BAND_COLUMNS)
     out["sc_in_band"] = [" ".join(str(int(s)) for s in v) for v in out["sc_in_band"]]
@@ -459,13 +509,22 @@ def harness(episodes: pd.DataFrame) -> pd.DataFrame:
 
 
 def world_tables(
-    episodes: pd.DataFrame, bootstrap: int = 200, seed: int = 0, delta0: float = phase.CLIFF_MARGIN
+    episodes: pd.DataFrame,
+    bootstrap: int = 200,
+    seed: int = 0,
+    delta0: float = phase.CLIFF_MARGIN,
+    horizon: str = "",
 ) -> dict[str, pd.DataFrame]:
-    """Every table above, by file name (``<run>/analysis/worlds_<name>.parquet``)."""
-    cells = grid(episodes)
-    return {
+    """Every table above, by file name (``<run>/analysis/worlds_<name>.parquet``);
+    ``horizon`` (``WorldsSpec.horizon_label``) goes into the grid and sc* tables.
+    The grid-level tables read the backdrop's episodes only: a paired ablation's level
+    (``worlds.ablations``) never enters a cell; Table 5 reads them all."""
+    everything = episodes
+    episodes = world_effects.backdrop_only(episodes)
+    cells = grid(episodes, horizon)
+    tables = {
         "grid": cells,
-        "critical_points": critical_points(episodes, bootstrap, seed),
+        "critical_points": critical_points(episodes, bootstrap, seed, horizon),
         "cliffs": cliff_table(cells, delta0),
         "band_widths": band_widths(cells),
         "contrasts": contrasts(episodes),
@@ -474,3 +533,9 @@ def world_tables(
         "excluded": excluded(episodes),
         "harness": harness(episodes),
     }
+    # the paper's Tables 1, 5, 10, G1b and the W_trans patterns (analysis/world_shapes.py)
+    unwinnable = everything[left_out(everything)[0]] if len(everything) else None
+    tables.update(world_shapes.paper_tables(eligible(everything), cells, tables["cliffs"], unwinnable))
+    # which worlds fit in T, and a T scan laid out as Table 7 (analysis/world_horizons.py)
+    tables.update(world_horizons.horizon_tables(episodes, horizon))
+    return tables

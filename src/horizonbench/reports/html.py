@@ -20,8 +20,9 @@ from markupsafe import Markup
 
 from horizonbench.analysis.decay import DEFAULT_SUCCESS_DEFINITION, SUCCESS_DEFINITIONS
 from horizonbench.datasets.maze.categories import category_of
-from horizonbench.reports import plots
+from horizonbench.reports import ablation_parts, plots, seqbench_figures, world_parts
 from horizonbench.reports import seqbench_parts as parts
+from horizonbench.reports import world_paper_parts as papers
 
 #: longest excerpt of a model answer shown in the report
 MAX_RESPONSE_CHARS = parts.MAX_ANSWER_CHARS
@@ -130,6 +131,8 @@ _W_GRID = [
     ("wilson_ci", "Wilson 95%", "pct-range"),
     ("budget_exceeded", "budget stops (failures)", "int"),
     ("p_finished", "success without them", "pct"),
+    ("n_unwinnable", "T < L* (left out)", "int"),
+    ("horizon", "horizon", "text"),
 ]
 _W_CRITICAL = [
     ("model", "model", "text"),
@@ -138,6 +141,7 @@ _W_CRITICAL = [
     ("sc_star_ci", "bootstrap 95%", "num-range"),
     ("bracket", "between cells", "num-range"),
     ("reason", "not bracketed", "text"),
+    ("horizon", "horizon", "text"),
 ]
 _W_CLIFFS = [
     ("model", "model", "text"),
@@ -283,9 +287,23 @@ def _worlds(tables: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
         out.append(
             {
                 "env": env,
-                "figure": Markup(
-                    plots.phase_diagram_svg(tables["grid"], env, tables["critical_points"], excluded)
+                "figure": world_parts.world_figure(tables, env, excluded),
+                "horizon_note": world_parts.horizon_note(tables, env),
+                "t_fine": _table(
+                    _with_range(
+                        world_parts.t_fine_rows(tables, env), "wilson_ci", "wilson_low", "wilson_high"
+                    ),
+                    world_parts.T_FINE_COLUMNS,
                 ),
+                "t_fine_figure": world_parts.t_fine_figure(tables, env),
+                # Figure 4 and Table 4 / Figure 6 (reports/ablation_parts.py)
+                "sections_figure": ablation_parts.cross_section_figure(tables, env),
+                "sections_caption": ablation_parts.cross_section_caption(tables, env),
+                "ablations": _table(
+                    ablation_parts.ablation_rows(tables, env), ablation_parts.ABLATION_COLUMNS
+                ),
+                "ablation_figure": ablation_parts.ablation_figure(tables, env),
+                "ablation_caption": ablation_parts.ablation_caption(tables, env),
                 "grid": _table(rows(grid), _W_GRID),
                 "critical": _table(rows(crit), _W_CRITICAL),
                 "cliffs": _table(rows(tables["cliffs"]), _W_CLIFFS),
@@ -295,9 +313,22 @@ def _worlds(tables: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
                 "steps": _table(rows(tables["step_metrics"]), _W_STEPS),
                 "excluded": _table(rows(short), _W_EXCLUDED),
                 "harness": _harness_part(rows(harness), rows(budget)),
+                # Tables 5, 10, G1b, the W_trans patterns (reports/world_paper_parts.py)
+                "papers": _paper_tables(tables, env),
             }
         )
     return out
+
+
+def _paper_tables(tables: Mapping[str, pd.DataFrame], env: str) -> dict[str, Any]:
+    """One environment's tables laid out as the paper's Tables 5 and 10, G1b and the
+    W_trans patterns."""
+    return {
+        "table5": _table(papers.table5_rows(tables, env), papers.TABLE5_COLUMNS),
+        "table10": _table(papers.pair_rows(tables, env), papers.pair_columns(tables, env)),
+        "g1b": _table(papers.g1b_rows(tables, env), papers.G1B_COLUMNS),
+        "patterns": _table(papers.pattern_rows(tables, env), papers.PATTERN_COLUMNS),
+    }
 
 
 #: seqBench's family: the depth figures, decay fits and per-bin table are about it alone
@@ -453,16 +484,29 @@ def _success_definitions(fits: pd.DataFrame) -> list[tuple[str, str]]:
     return [(name, meaning) for name, (_, meaning) in SUCCESS_DEFINITIONS.items() if name in used]
 
 
+def _bin_width(run_info: Mapping[str, Any]) -> int:
+    """The width of the analysis' L bins (``analysis.bin_width``), from the config the
+    run info carries (defaults left out: 1), so binned figures draw each bin at its centre."""
+    config = run_info.get("config")
+    analysis = config.get("analysis") if isinstance(config, Mapping) else None
+    width = analysis.get("bin_width", 1) if isinstance(analysis, Mapping) else 1
+    return int(width) if isinstance(width, int) and width >= 1 else 1
+
+
 def _maze_figures(
-    by_length: pd.DataFrame, fits: pd.DataFrame, violations: pd.DataFrame, first_violations: pd.DataFrame
+    by_length: pd.DataFrame,
+    fits: pd.DataFrame,
+    violations: pd.DataFrame,
+    first_violations: pd.DataFrame,
+    bin_width: int = 1,
 ) -> dict[str, Markup]:
     """The seqBench figures, marked safe: this SVG is produced by matplotlib from
     numbers, and labels in it (model names, categories) are XML-escaped by matplotlib's
     writer."""
     return {
-        "success_lin": Markup(plots.success_vs_length_svg(by_length, fits, log=False)),
-        "success_log": Markup(plots.success_vs_length_svg(by_length, fits, log=True)),
-        "metrics": Markup(plots.metrics_vs_length_svg(by_length)),
+        "success_lin": Markup(plots.success_vs_length_svg(by_length, fits, log=False, bin_width=bin_width)),
+        "success_log": Markup(plots.success_vs_length_svg(by_length, fits, log=True, bin_width=bin_width)),
+        "metrics": Markup(plots.metrics_vs_length_svg(by_length, bin_width)),
         "violations": Markup(plots.violations_svg(violations)),
         "first_violation": Markup(plots.first_violation_svg(first_violations)),
     }
@@ -535,17 +579,25 @@ def render_report(
     has_maze = not (maze["overall"].empty and maze["by_length"].empty)
     has_puzzles = any(not _puzzles(df).empty for df in frames.values())
     figures: dict[str, Markup] = {}
+    bin_width = _bin_width(run_info)
     if has_maze:
         seqbench = {name: all_tables[name] for name in parts.SEQBENCH_TABLES if name in all_tables}
         figures.update(
-            _maze_figures(maze["by_length"], maze["fits"], maze["violations"], maze["first_violations"])
+            _maze_figures(
+                maze["by_length"], maze["fits"], maze["violations"], maze["first_violations"], bin_width
+            )
         )
-        figures.update({name: Markup(svg) for name, svg in parts.seqbench_figures(seqbench).items()})
+        figures.update(
+            {name: Markup(svg) for name, svg in parts.seqbench_figures(seqbench, bin_width=bin_width).items()}
+        )
     if has_puzzles:
         figures["puzzles"] = _puzzle_figure(puzzle_by_n)
     world_sections = _worlds(worlds) if worlds is not None else []
+    world_summary = _table(world_parts.summary_rows(worlds), world_parts.SUMMARY_COLUMNS) if worlds else None
+    curves = seqbench_figures.sweep_figures(all_tables)
     sweeps = [
-        {**s, "table": _table(s["settings"], parts.SWEEP_COLUMNS)} for s in parts.sweep_part(all_tables)
+        {**s, "table": _table(s["settings"], parts.SWEEP_COLUMNS), "curves": curves.get(s["family"], {})}
+        for s in parts.sweep_part(all_tables)
     ]
     context = {
         "title": title,
@@ -553,6 +605,10 @@ def render_report(
         "has_maze": has_maze,
         "has_puzzles": has_puzzles,
         "worlds": world_sections,
+        "world_summary": world_summary,
+        "world_selection": (
+            _table(papers.selection_rows(worlds), papers.selection_columns(worlds)) if worlds else None
+        ),
         "sweeps": sweeps,
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),
@@ -564,6 +620,7 @@ def render_report(
         "by_n": _table(puzzle_by_n, _BY_N),
         "puzzle_violations": _table(puzzle_violations, _PUZZLE_VIOLATIONS),
         "figures": figures,
+        "prompt_examples": seqbench_figures.example_prompts(all_tables.get("example_prompts", _NO_ROWS)),
         "failures": parts.failure_browser(examples, failures_total or {}),
         "failures_per_model": failures_per_model,
         "maps": parts.violation_maps(maps),

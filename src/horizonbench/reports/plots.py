@@ -27,7 +27,13 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
-_METHOD_STYLE = {"wls_log": ("--", "WLS log"), "binomial_mle": ("-.", "binomial MLE")}
+from horizonbench.analysis.phase import wilson_interval  # noqa: E402
+
+_METHOD_STYLE = {
+    "wls_prefactor": ("--", "WLS log A - L/L0"),
+    "wls_origin": (":", "WLS -L/L0"),
+    "binomial_mle": ("-.", "binomial MLE"),
+}
 _METRICS = [
     ("progress_ratio_mean", "progress ratio"),
     ("precision_mean", "precision"),
@@ -117,11 +123,28 @@ def _fit_curve(L: np.ndarray, L0: float, A: float) -> np.ndarray | None:
     return np.minimum(1.0, A * decay)
 
 
-def success_vs_length_svg(by_length: pd.DataFrame, fits: pd.DataFrame, *, log: bool = False) -> str:
-    """Observed success rate per L bin with both fitted decay curves.
+def bin_centres(L_low: np.ndarray, width: int) -> np.ndarray:
+    """Where a bin of the integer depths ``L_low .. L_low + width - 1`` is drawn: its
+    centre ``L_low + (width - 1) / 2``, the middle of the span ``[L_low - 0.5,
+    L_low + width - 0.5)`` its bar covers (width 1: the depth itself; width 10: the bin
+    ``[20, 30)`` at 24.5, spanning 19.5-29.5). Not the mean L of the bin's attempts,
+    which the WLS fits use as their regressor (``summary._wls_bins``)."""
+    if width < 1:
+        raise ValueError(f"bin width must be >= 1, got {width}")
+    return np.asarray(L_low, dtype=float) + (width - 1) / 2
+
+
+def success_vs_length_svg(
+    by_length: pd.DataFrame, fits: pd.DataFrame, *, log: bool = False, bin_width: int = 1
+) -> str:
+    """Observed success rate per L bin, at the bin's centre (:func:`bin_centres` of the
+    table's lower edges and ``bin_width``) with its Wilson 95% interval, and every fitted
+    decay curve (``_METHOD_STYLE``).
 
     The log-y version makes exp(-L/L0) a straight line, which is how the paper shows
     it; bins with zero successes cannot appear there and are left off that panel.
+    Each model's points carry the SVG id ``<figure>-points-<i>`` and their intervals
+    ``<figure>-interval-<i>`` (i: the model's place in name order), so a test can find them.
     """
     name = "success-log" if log else "success-lin"
     if by_length.empty:
@@ -130,21 +153,31 @@ def success_vs_length_svg(by_length: pd.DataFrame, fits: pd.DataFrame, *, log: b
     colours = _colours(models)
     with _figure(name) as fig:
         ax = fig.add_subplot()
-        grid = np.linspace(float(by_length["L"].min()), float(by_length["L"].max()), 200)
-        for model in models:
+        centres = bin_centres(by_length["L"].to_numpy(), bin_width)
+        grid = np.linspace(float(centres.min()), float(centres.max()), 200)
+        for i, model in enumerate(models):
             rows = by_length[by_length["model"] == model]
             rate = rows["success_rate"].to_numpy(dtype=float)
             shown = rate > 0 if log else np.isfinite(rate)
-            ax.plot(
-                rows["L"].to_numpy()[shown],
-                rate[shown],
-                "o",
-                ms=3.5,
-                color=colours[model],
-                label=f"{model} (observed)",
+            x = bin_centres(rows["L"].to_numpy()[shown], bin_width)
+            low, high = wilson_interval(
+                rows["successes"].to_numpy(dtype=float)[shown], rows["attempts"].to_numpy(dtype=float)[shown]
             )
+            points, _, (bars,) = ax.errorbar(
+                x,
+                rate[shown],
+                yerr=np.vstack([rate[shown] - low, high - rate[shown]]).reshape(2, -1),
+                fmt="o",
+                ms=3.5,
+                elinewidth=0.8,
+                color=colours[model],
+                label=f"{model} (observed, 95% Wilson)",
+            )
+            points.set_gid(f"points-{i}")
+            bars.set_gid(f"interval-{i}")
             _draw_fits(ax, fits, model, grid, colours[model])
-        ax.set_xlabel("logical depth L (solution length)")
+        width = f", bins of {bin_width} at their centres" if bin_width > 1 else ""
+        ax.set_xlabel(f"logical depth L (solution length){width}")
         ax.set_ylabel("success rate")
         if log:
             ax.set_yscale("log")
@@ -172,8 +205,9 @@ def _draw_fits(ax: Axes, fits: pd.DataFrame, model: str, grid: np.ndarray, colou
         )
 
 
-def metrics_vs_length_svg(by_length: pd.DataFrame) -> str:
-    """Partial-credit metrics per L: they show how far models get before failing."""
+def metrics_vs_length_svg(by_length: pd.DataFrame, bin_width: int = 1) -> str:
+    """Partial-credit metrics per L bin (at its centre, :func:`bin_centres`): they show
+    how far models get before failing."""
     name = "metrics"
     if by_length.empty:
         return _placeholder(name, "no scored attempts")
@@ -184,7 +218,7 @@ def metrics_vs_length_svg(by_length: pd.DataFrame) -> str:
         for ax, (col, label) in zip(axes, _METRICS, strict=True):
             for model in models:
                 rows = by_length[by_length["model"] == model]
-                x = rows["L"].to_numpy(dtype=float)
+                x = bin_centres(rows["L"].to_numpy(), bin_width)
                 y = rows[col].to_numpy(dtype=float)
                 ax.plot(x, y, "-o", ms=2.5, lw=1, color=colours[model], label=model)
                 if col == "progress_ratio_mean":
@@ -351,7 +385,10 @@ def phase_diagram_svg(
     With the ``excluded`` table, cells where episodes hit a harness limit say how many
     of their n did ("k at limit"): those count as failures in the rate. A cell with only
     such episodes and no rate (from a table written before they counted) stays blank
-    with "harness limit" and its count.
+    with "harness limit" and its count. A cell none of whose worlds fits in T (n 0,
+    ``n_unwinnable`` > 0) is hatched grey with "T < L*" and its count; a cell with some
+    such worlds adds "+k T<L*" to its n. The title names the horizon (the grid's
+    ``horizon`` column).
     """
     name = f"phase-{env}"
     rows = grid[grid["env"] == env]
@@ -377,8 +414,12 @@ def phase_diagram_svg(
             stopped = {(r.sc, r.dd): int(r.budget_exceeded) for r in b.itertuples()}
             for r in g.itertuples():
                 y, x = dds.index(r.dd), scs.index(r.sc)
+                short = int(getattr(r, "n_unwinnable", 0) or 0)
+                if r.n == 0:  # no world of the cell fits in T: marked, never blank
+                    _unwinnable_cell(ax, x, y, short)
+                    continue
                 colour = "black" if r.p > 0.6 else "white"
-                label = f"{r.p:.2f}\nn={r.n}"
+                label = f"{r.p:.2f}\nn={r.n}" + (f"\n+{short} T<L*" if short else "")
                 if (r.sc, r.dd) in stopped:
                     label += f"\n{stopped.pop((r.sc, r.dd))} at limit"
                 ax.text(x, y, label, ha="center", va="center", fontsize=6.5, color=colour)
@@ -407,4 +448,24 @@ def phase_diagram_svg(
             ax.axis("off")
         if image is not None:
             fig.colorbar(image, ax=list(axes[: len(models)]), shrink=0.8, label="success rate (red: sc*)")
+        horizon = _horizon_of(rows)
+        if horizon:
+            fig.suptitle(f"{env}, horizon {horizon} (hatched: unwinnable, every L* > T)", fontsize=8)
         return _to_svg(fig, name)
+
+
+def _horizon_of(grid: pd.DataFrame) -> str:
+    """The horizon label of a grid table (``paper T=40``), "" for tables without one."""
+    if "horizon" not in grid.columns:
+        return ""
+    labels = sorted({str(h) for h in grid["horizon"] if isinstance(h, str) and h})
+    return ", ".join(labels)
+
+
+def _unwinnable_cell(ax: Axes, x: int, y: int, short: int) -> None:
+    """A cell no agent can win (every world's optimal plan longer than T): hatched grey
+    with its count, so it reads as "not measurable", never as a rate of 0."""
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, facecolor="0.85", edgecolor="0.55", hatch="///", lw=0))
+    ax.text(x, y, f"T < L*\n{short} of {short}", ha="center", va="center", fontsize=6.0, color="0.2")

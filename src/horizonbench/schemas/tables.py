@@ -137,6 +137,11 @@ def _schema(*cols: tuple[str, pa.DataType]) -> pa.Schema:
 
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+#: the columns naming a sweep setting (``analysis/sweep.settings_table``'s)
+_SETTING_KEYS = (("family", _S), ("base_family", _S), ("setting", _S), ("varied", _S), ("axes", _S))
+#: the columns naming a point along a swept axis (``analysis/sweep.axis_table``'s)
+_AXIS_KEYS = (("base_family", _S), ("axis", _S), ("held", _S), ("model", _S), ("family", _S))
+_AXIS_KEYS += (("setting", _S), ("x", _F), ("x_label", _S))
 
 #: analysis tables: one row per (family, model, ...); see the README for meanings
 ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
@@ -309,11 +314,7 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
     # sweeps (analysis/sweep.py): these two span family labels, so their ``family`` is
     # the setting's label and ``base_family`` the family swept
     "sweep": _schema(
-        ("family", _S),
-        ("base_family", _S),
-        ("setting", _S),
-        ("varied", _S),
-        ("axes", _S),
+        *_SETTING_KEYS,
         ("model", _S),
         ("attempts", _I),
         ("instances", _I),
@@ -329,17 +330,11 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("L0", _F),
         ("L0_low", _F),
         ("L0_high", _F),
-        ("L0_wls", _F),
+        ("L0_wls_prefactor", _F),
+        ("L0_wls_origin", _F),
     ),
     "sweep_axes": _schema(
-        ("base_family", _S),
-        ("axis", _S),
-        ("held", _S),
-        ("model", _S),
-        ("family", _S),
-        ("setting", _S),
-        ("x", _F),
-        ("x_label", _S),
+        *_AXIS_KEYS,
         ("L0", _F),
         ("L0_low", _F),
         ("L0_high", _F),
@@ -349,9 +344,67 @@ ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("progress_ratio_mean", _F),
         ("output_tokens_mean", _F),
     ),
+    # a sweep curve by curve (analysis/seqbench_sweep.py): seqBench Figures 11, 12, 15
+    # and the progress and token panels of 3, 4, 14
+    "sweep_by_length": _schema(
+        *_SETTING_KEYS,
+        ("model", _S),
+        ("L", _I),
+        ("L_high", _I),
+        ("L_centre", _F),
+        ("attempts", _I),
+        ("successes", _I),
+        ("success_rate", _F),
+        ("success_low", _F),
+        ("success_high", _F),
+    ),
+    "sweep_failed_progress": _schema(
+        *_SETTING_KEYS,
+        ("model", _S),
+        ("bin_low", _F),
+        ("bin_high", _F),
+        ("bin_centre", _F),
+        ("count", _I),
+        ("failures", _I),
+        ("share", _F),
+        ("share_low", _F),
+        ("share_high", _F),
+        ("progress_mean", _F),
+        ("progress_median", _F),
+    ),
+    "sweep_panels": _schema(
+        *_AXIS_KEYS,
+        ("attempts", _I),
+        ("progress_ratio_mean", _F),
+        ("progress_low", _F),
+        ("progress_high", _F),
+        ("token_attempts", _I),
+        ("output_tokens_mean", _F),
+        ("output_tokens_low", _F),
+        ("output_tokens_high", _F),
+    ),
+    # seqBench Figures 6/7: one example prompt per family label and mode, as sent
+    # (analysis/prompt_example.py)
+    "example_prompts": _schema(
+        ("family", _S),
+        ("mode", _S),
+        ("instance_id", _S),
+        ("solution_length", _I),
+        ("prompt_sha256", _S),
+        ("message", _I),
+        ("role", _S),
+        ("content", _S),
+    ),
 }
 #: analysis tables computed across family labels rather than one label at a time
-CROSS_FAMILY_TABLES = ("sweep", "sweep_axes")
+CROSS_FAMILY_TABLES = (
+    "sweep",
+    "sweep_axes",
+    "sweep_by_length",
+    "sweep_failed_progress",
+    "sweep_panels",
+    "example_prompts",
+)
 
 
 # --- world-model studies -------------------------------------------------------------
@@ -444,6 +497,37 @@ _WORLD_CONTRAST = [
 
 #: ``<run>/analysis/worlds_<name>.parquet`` (``analysis/worlds.py`` documents each)
 WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
+    # analysis/world_horizons.py: which worlds fit in T; the T scan as Table 7
+    "horizons": _schema(
+        ("env", _S),
+        ("sc", _I),
+        ("dd", _I),
+        ("worlds", _I),
+        ("lstar_min", _I),
+        ("lstar_median", _F),
+        ("lstar_max", _I),
+        ("t_min", _I),
+        ("t_max", _I),
+        ("unwinnable", _I),
+        ("regime_t", _I),
+        ("unwinnable_at_regime_t", _I),
+        ("horizon", _S),
+    ),
+    "t_fine": _schema(
+        ("env", _S),
+        ("model", _S),
+        ("sc", _I),
+        ("dd", _I),
+        ("t", _I),
+        ("n", _I),
+        ("successes", _I),
+        ("p", _F),
+        ("wilson_low", _F),
+        ("wilson_high", _F),
+        ("n_unwinnable", _I),
+        ("coarse_reference", _B),
+        ("horizon", _S),
+    ),
     "grid": _schema(
         ("env", _S),
         ("model", _S),
@@ -458,6 +542,10 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("budget_exceeded", _I),
         ("n_finished", _I),
         ("p_finished", _F),
+        # episodes with T < L* (out of n); n 0 and p NaN: no world of the cell fits in T
+        ("n_unwinnable", _I),
+        # how T was set (WorldsSpec.horizon_label): "paper T=40", "relative T=ceil(1.5 L*)"
+        ("horizon", _S),
     ),
     "critical_points": _schema(
         ("env", _S),
@@ -469,6 +557,7 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("bracket_low", _F),
         ("bracket_high", _F),
         ("reason", _S),
+        ("horizon", _S),
     ),
     "cliffs": _schema(
         ("env", _S),
@@ -578,5 +667,118 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("lag_count", _I),
         ("share_world_first", _F),
         ("mean_lag", _F),
+    ),
+    # the paper's own tables (analysis/world_effects.py, analysis/world_shapes.py)
+    # Table 5: Cliff's delta of each one-axis level against its backdrop
+    "ablation_deltas": _schema(
+        ("env", _S),
+        ("model", _S),
+        ("sc", _I),
+        ("dd", _I),
+        ("axis", _S),
+        ("level", _S),
+        ("backdrop", _S),
+        ("n_level", _I),
+        ("n_backdrop", _I),
+        ("p_level", _F),
+        ("p_backdrop", _F),
+        ("cliffs_delta", _F),
+        ("delta_low", _F),
+        ("delta_high", _F),
+        ("magnitude", _S),
+        # T < L* episodes (left out above) and the delta with them as failures
+        ("n_unwinnable", _I),
+        ("delta_all", _F),
+    ),
+    # Table 10: Cohen's h between two agents on a cell both played
+    "model_pairs": _schema(
+        ("env", _S),
+        ("model_a", _S),
+        ("model_b", _S),
+        ("sc", _I),
+        ("dd", _I),
+        ("n_a", _I),
+        ("n_b", _I),
+        ("p_a", _F),
+        ("p_b", _F),
+        ("cohens_h", _F),
+        ("h_low", _F),
+        ("h_high", _F),
+        ("magnitude", _S),
+    ),
+    # Appendix H's G1b: three metrics at the trigger pair, Holm, Hodges-Lehmann >= 0.20
+    "g1b": _schema(
+        ("env", _S),
+        ("model", _S),
+        ("dd", _I),
+        ("sc_from", _I),
+        ("sc_to", _I),
+        ("metric", _S),
+        ("n_from", _I),
+        ("n_to", _I),
+        ("mw_u", _F),
+        ("mw_p", _F),
+        ("p_holm", _F),
+        ("hodges_lehmann", _F),
+        ("hl_low", _F),
+        ("hl_high", _F),
+        ("significant", _B),
+        ("shift_met", _B),
+        ("metric_passes", _B),
+        ("g1b_passes", _B),
+    ),
+    # Table 1: the trigger-environment selection rule over the run's dd sweeps
+    "env_selection": _schema(
+        ("env", _S),
+        ("model", _S),
+        ("dd_levels", _S),
+        ("p_by_dd", _S),
+        ("shape", _S),
+        ("max_drop", _F),
+        ("drop_low", _F),
+        ("drop_high", _F),
+        ("monotone", _B),
+        ("shapes_match", _B),
+        ("min_max_drop", _F),
+        ("selected", _B),
+        ("reason", _S),
+    ),
+    # Appendix J: W_trans(d) read as Pattern A / B / C
+    "band_patterns": _schema(
+        ("env", _S),
+        ("model", _S),
+        ("dd_levels", _S),
+        ("w_trans", _S),
+        ("w_trans_low", _S),
+        ("w_trans_high", _S),
+        ("pattern", _S),
+        ("pattern_name", _S),
+        ("stable", _B),
+    ),
+    # Table 4: one-axis ablations around the backdrop, paired on the world
+    # (analysis/ablations.py; empty for a run without worlds.ablations)
+    "ablations": _schema(
+        ("env", _S),
+        ("model", _S),
+        ("sc", _I),
+        ("dd", _I),
+        ("axis", _S),
+        ("level", _S),
+        ("is_backdrop", _B),
+        ("n", _I),
+        ("successes", _I),
+        ("p", _F),
+        ("wilson_low", _F),
+        ("wilson_high", _F),
+        ("n_unwinnable", _I),
+        ("p_all", _F),
+        ("diff", _F),
+        ("diff_low", _F),
+        ("diff_high", _F),
+        ("paired", _B),
+        ("n_pairs", _I),
+        ("p_value", _F),
+        ("p_holm", _F),
+        ("horizon", _S),
     ),
 }

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from horizonbench.analysis.ablations import ablation_table
 from horizonbench.analysis.worlds import world_tables
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import EPISODES_SCHEMA, WORLD_ANALYSIS_SCHEMAS
@@ -35,7 +36,11 @@ def write_world_analysis(cfg: Config, run_dir: Path) -> tuple[dict[str, str], di
     ``<run>/analysis/worlds_<name>.parquet``; returns their paths and the tables."""
     assert cfg.worlds is not None
     episodes = pq.read_table(run_dir / EPISODES_REL, schema=EPISODES_SCHEMA).to_pandas()
-    tables = world_tables(episodes, cfg.analysis.bootstrap, cfg.run.seed, cfg.worlds.delta0)
+    tables = world_tables(
+        episodes, cfg.analysis.bootstrap, cfg.run.seed, cfg.worlds.delta0, cfg.worlds.horizon_label()
+    )
+    # Table 4 (analysis/ablations.py): every level against the backdrop, paired on the world
+    tables["ablations"] = ablation_table(episodes, cfg.worlds.horizon_label())
     paths = {}
     for name, df in tables.items():
         dest = run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet"

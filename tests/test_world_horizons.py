@@ -1,0 +1,162 @@
+"""Both horizons of a world study (``worlds.horizon: paper | relative``), the cells no
+agent can win at the paper's T, the T scan as Table 7, the fine-scan curve and the
+world-only report's summary. Episodes come from the real environments and agents
+(``run_shard``), a few worlds per cell, so every test takes seconds."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from horizonbench.analysis.world_horizons import horizon_check, t_fine
+from horizonbench.analysis.worlds import world_tables
+from horizonbench.datasets.worlds.study import AgentSpec, run_shard
+from horizonbench.reports.html import render_report
+from horizonbench.reports.world_parts import horizon_note
+from horizonbench.schemas.config import WorldsSpec
+
+AGENTS = [{"name": "oracle", "kind": "oracle"}, {"name": "bounded-12", "kind": "bounded", "capacity": 12}]
+
+
+def spec(**worlds: Any) -> WorldsSpec:
+    base = {
+        "environments": ["stateful_puzzle"],
+        "regime": "III",
+        "archetypes": 2,
+        "variants": 2,
+        "agents": AGENTS,
+    }
+    return WorldsSpec(**{**base, **worlds})
+
+
+def played(worlds: WorldsSpec, seed: int = 0) -> tuple[pd.DataFrame, str]:
+    """The study's episode table (every agent on every world) and its horizon label."""
+    agents = [
+        AgentSpec(a.name, a.kind, {"capacity": a.capacity} if a.capacity else {}) for a in worlds.agents
+    ]
+    rows, _ = run_shard(worlds.study().episodes(seed), agents, worlds.horizon_factor)
+    return pd.DataFrame(rows), worlds.horizon_label()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"horizon": "fixed"}, "horizon: give paper (the regime's fixed T of Table 11) or relative"),
+        ({"horizon": 40}, "horizon: give paper"),
+        (
+            {"horizon": "paper", "horizon_factor": 2.0},
+            "horizon: paper uses the regime's fixed T; drop horizon_factor",
+        ),
+    ],
+)
+def test_a_bad_horizon_is_one_line_naming_the_field(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        spec(sc=[10], dd=[1], **fields)
+    assert message in str(err.value)
+    assert err.value.error_count() == 1
+
+
+def test_each_setting_is_named_and_relative_alone_gets_its_factor() -> None:
+    assert spec(sc=[10], dd=[1]).horizon_label() == "paper T=40"
+    assert spec(sc=[10], dd=[1], horizon="paper").horizon_mode == "paper"
+    relative = spec(sc=[10], dd=[1], horizon="relative")
+    assert relative.horizon_factor == 1.5 and relative.horizon_label() == "relative T=ceil(1.5 L*)"
+    # the configs from before the setting (a factor alone) read as relative
+    assert spec(sc=[10], dd=[1], horizon_factor=2.0).horizon_label() == "relative T=ceil(2 L*)"
+    assert spec(sc=[10], dd=[1], horizon="relative", horizon_factor=3.0).study().horizon_factor == 3.0
+
+
+@pytest.fixture(scope="module")
+def paper_run() -> tuple[pd.DataFrame, str]:
+    """sc 10 (every world fits in T = 40) and sc 40 (no world does: L* > 40 always)."""
+    return played(spec(sc=[10, 40], dd=[1], horizon="paper"))
+
+
+def test_at_the_paper_t_a_cell_no_agent_can_win_keeps_its_row(paper_run) -> None:
+    episodes, label = paper_run
+    tables = world_tables(episodes, bootstrap=20, horizon=label)
+    grid = tables["grid"].set_index(["model", "sc"])
+    for model in ("oracle", "bounded-12"):
+        dead = grid.loc[(model, 40)]
+        assert dead["n"] == 0 and dead["n_unwinnable"] == 4 and math.isnan(dead["p"])
+        assert grid.loc[(model, 10)]["n"] == 4 and grid.loc[(model, 10)]["n_unwinnable"] == 0
+    assert set(tables["grid"]["horizon"]) == {"paper T=40"}
+    assert set(tables["critical_points"]["horizon"]) == {"paper T=40"}
+    # an unwinnable cell is no rate of 0: no cliff, band or crossing reads it
+    assert tables["cliffs"].empty and (tables["band_widths"]["w_trans"] == 0).all()
+    check = horizon_check(episodes, label).set_index("sc")
+    assert check.loc[40, "unwinnable"] == check.loc[40, "worlds"] == 4
+    assert check.loc[40, "unwinnable_at_regime_t"] == 4 and check.loc[10, "unwinnable"] == 0
+    assert check.loc[40, "lstar_min"] > 40
+
+
+def test_a_relative_run_says_what_the_paper_t_would_cut() -> None:
+    episodes, label = played(spec(sc=[10, 40], dd=[1], horizon="relative"))
+    tables = world_tables(episodes, bootstrap=20, horizon=label)
+    assert (tables["grid"]["n_unwinnable"] == 0).all() and (tables["grid"]["n"] == 4).all()
+    check = tables["horizons"].set_index("sc")
+    assert check.loc[40, "unwinnable"] == 0 and check.loc[40, "unwinnable_at_regime_t"] == 4
+    note = horizon_note(tables, "stateful_puzzle")
+    assert note.startswith("Horizon: relative T=ceil(1.5 L*)")
+    assert "At the paper's T = 40 (horizon: paper), 4 of 8 worlds (50%) would be unwinnable" in note
+    assert "no agent could win sc 40 at dd 1 at all" in note
+
+
+def test_a_paper_run_names_the_cells_t_forbids(paper_run) -> None:
+    episodes, label = paper_run
+    note = horizon_note(world_tables(episodes, bootstrap=20, horizon=label), "stateful_puzzle")
+    assert note.startswith("Horizon: paper T=40. 4 of 8 worlds are longer than T")
+    assert "no agent can win sc 40 at dd 1 (hatched, n 0)" in note
+
+
+def test_the_t_scan_is_table_7_on_the_same_worlds() -> None:
+    worlds = spec(sc=[10], dd=[6], horizon="paper", ablations={"T": [12, 80]})
+    episodes, label = played(worlds)
+    table = t_fine(episodes, label)
+    oracle = table[table["model"] == "oracle"].set_index("t")
+    assert list(oracle.index) == [12, 40, 80]
+    assert list(oracle["coarse_reference"]) == [False, True, True]
+    # only T changes between levels: the same worlds, so L* > T at 12 is all that moves
+    per_t = episodes.groupby("horizon")["seed"].apply(lambda s: tuple(sorted(set(s))))
+    assert per_t.loc[12] == per_t.loc[40] == per_t.loc[80]
+    lstar = episodes[(episodes["horizon"] == 40) & (episodes["model"] == "oracle")]["optimal_length"]
+    assert oracle.loc[12, "n_unwinnable"] == int((lstar > 12).sum()) > 0
+    assert oracle.loc[12, "n"] + oracle.loc[12, "n_unwinnable"] == 4
+    assert oracle.loc[80, "p"] == 1.0 and oracle.loc[80, "wilson_low"] < 1.0
+    # one T per cell is no scan; a relative T follows each world
+    assert t_fine(played(spec(sc=[10], dd=[6]))[0], "paper T=40").empty
+
+
+def _report(tables: dict[str, pd.DataFrame]) -> str:
+    return render_report(title="worlds", run_info={}, examples=[], counts={}, worlds=tables)
+
+
+def test_a_world_only_report_opens_with_its_own_summary(paper_run) -> None:
+    episodes, label = paper_run
+    html = _report(world_tables(episodes, bootstrap=20, horizon=label))
+    summary = re.sub(r"\s+", " ", re.search(r'<section id="summary">(.*?)</section>', html, re.S).group(1))
+    assert "No model was evaluated" not in summary
+    assert "World-model study: 1 environment (stateful_puzzle)" in summary
+    assert summary.count("paper T=40") == 2  # one row per agent names the horizon
+    assert "<td>stateful_puzzle</td><td>bounded-12</td>" in re.sub(r'\s*class="num"', "", summary)
+    # the phase diagram marks the dead cells and names the horizon
+    figure = re.search(r'<svg[^>]*>(?:(?!</svg>).)*id="phase-stateful_puzzle.*?</svg>', html, re.S).group(0)
+    assert figure.count("4 of 4") == 2  # the sc 40 cell of each agent: hatched, "T < L*", 4 of 4
+    assert "horizon paper T=40 (hatched: unwinnable" in html
+
+
+def test_a_fine_scan_is_drawn_as_curves_not_a_one_row_heatmap() -> None:
+    episodes, label = played(spec(sc=[10, 11, 12, 13, 14], dd=[1], horizon="relative"))
+    html = _report(world_tables(episodes, bootstrap=20, horizon=label))
+    assert 'id="scan-stateful_puzzle' in html and 'id="phase-stateful_puzzle' not in html
+    assert "n=4n=4" not in html.replace("\n", "")
+    assert "state cardinality sc" in html and "dd = 1, horizon relative T=ceil(1.5 L*)" in html
+    # a grid of several dd stays a phase diagram
+    episodes, label = played(spec(sc=[10, 12, 14], dd=[1, 2], horizon="relative"))
+    html = _report(world_tables(episodes, bootstrap=20, horizon=label))
+    assert 'id="phase-stateful_puzzle' in html and 'id="scan-stateful_puzzle' not in html
