@@ -325,7 +325,7 @@ def _paper_tables(tables: Mapping[str, pd.DataFrame], env: str) -> dict[str, Any
     W_trans patterns."""
     return {
         "table5": _table(papers.table5_rows(tables, env), papers.TABLE5_COLUMNS),
-        "table10": _table(papers.pair_rows(tables, env), papers.pair_columns(tables, env)),
+        "table10": _table(*papers.pair_table(tables, env)),
         "g1b": _table(papers.g1b_rows(tables, env), papers.G1B_COLUMNS),
         "patterns": _table(papers.pattern_rows(tables, env), papers.PATTERN_COLUMNS),
     }

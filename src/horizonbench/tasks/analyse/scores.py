@@ -10,11 +10,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from horizonbench.analysis import seqbench, summary, sweep
+from horizonbench.analysis import prompt_example, seqbench, seqbench_sweep, summary, sweep
 from horizonbench.analysis.compounding import compounding_tables
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, CROSS_FAMILY_TABLES, SCORES_SCHEMA
-from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL
+from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, PROMPTS_REL, SCORES_REL
 from horizonbench.tasks.run_folder.storage import write_table
 
 
@@ -40,6 +40,7 @@ def analyse_scores(
     *,
     axes: Mapping[str, Mapping[str, Any]] | None = None,
     tokens: pd.DataFrame | None = None,
+    prompts: pd.DataFrame | None = None,
 ) -> dict[str, pd.DataFrame]:
     """All analysis tables, each with a leading ``family`` column (see
     :func:`evaluation_label`).
@@ -48,8 +49,11 @@ def analyse_scores(
     sweeps; with it the sweep tables compare them. ``tokens`` (per whole-plan attempt:
     ``family``, ``model``, ``instance_id``, ``sample``, ``mode``, ``turn``,
     ``output_tokens``: see :func:`plan_tokens`) feeds the
-    output-token figures; without it they are empty.
+    output-token figures; without it they are empty. ``prompts`` (rows of the prompts
+    table, see :func:`example_prompt_rows`) gives the example prompts of seqBench's
+    Figures 6/7; without it that table is empty.
     """
+    lengths = scores[["family", "instance_id", "solution_length"]] if len(scores) else pd.DataFrame()
     per_family = [name for name in ANALYSIS_SCHEMAS if name not in CROSS_FAMILY_TABLES]
     parts: dict[str, list[pd.DataFrame]] = {name: [] for name in per_family}
     scores = scores.assign(family=evaluation_label(scores)) if len(scores) else scores
@@ -76,6 +80,13 @@ def analyse_scores(
         out[name] = df[schema.names]
     out["sweep"] = sweep.settings_table(scores, out["fits"], axes or {}, tokens)
     out["sweep_axes"] = sweep.axis_table(out["sweep"])
+    out["sweep_by_length"] = seqbench_sweep.sweep_by_length(scores, out["sweep"], bin_width)
+    out["sweep_failed_progress"] = seqbench_sweep.failed_progress(scores, out["sweep"])
+    out["sweep_panels"] = seqbench_sweep.sweep_panels(out["sweep_axes"], scores, out["sweep"], tokens)
+    no_prompts = pd.DataFrame(columns=["family", "mode", "instance_id", "prompt_sha256", "messages"])
+    out["example_prompts"] = prompt_example.example_prompts(
+        prompts if prompts is not None else no_prompts, lengths
+    )
     return out
 
 
@@ -134,6 +145,25 @@ def to_table(df: pd.DataFrame, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def example_prompt_rows(run_dir: Path, scores: pd.DataFrame) -> pd.DataFrame | None:
+    """The prompts-table rows of the example prompts (one per family label and mode:
+    ``prompt_example.choose_examples``), messages included; None when the run has no
+    prompts table. The choice reads the table's small columns, then only the chosen
+    instances' messages: the table holds every instance's whole prompt."""
+    path = run_dir / PROMPTS_REL
+    if not path.exists() or scores.empty:
+        return None
+    keys = pq.read_table(path, columns=["family", "mode", "instance_id"]).to_pandas()
+    chosen = prompt_example.choose_examples(keys, scores)
+    if chosen.empty:
+        return None
+    ids = sorted(set(chosen["instance_id"]))
+    rows = pq.read_table(path, filters=[("instance_id", "in", ids)]).to_pandas()
+    pick = set(zip(chosen["family"], chosen["mode"], chosen["instance_id"], strict=True))
+    mask = [k in pick for k in zip(rows["family"], rows["mode"], rows["instance_id"], strict=True)]
+    return rows[mask].reset_index(drop=True)
+
+
 def plan_tokens(run_dir: Path) -> pd.DataFrame | None:
     """Output tokens of every whole-plan attempt (the scores table does not carry them),
     read column by column; None when the run has no attempts table."""
@@ -173,6 +203,7 @@ def write_analysis(cfg: Config, run_dir: Path) -> tuple[dict[str, str], pd.DataF
         cfg.analysis.bin_width,
         axes=sweep.setting_axes(cfg.families),
         tokens=plan_tokens(run_dir),
+        prompts=example_prompt_rows(run_dir, scores),
     )
     paths = {}
     for name, df in tables.items():
