@@ -125,7 +125,12 @@ def test_ablation_episode_ids_stay_unique() -> None:
 
 def _worlds(**extra: object) -> WorldsSpec:
     return WorldsSpec.model_validate(
-        {"environments": ["stateful_puzzle"], "sc": [10], "dd": [6], "agents": [{"name": "o", "kind": "oracle"}]}
+        {
+            "environments": ["stateful_puzzle"],
+            "sc": [10],
+            "dd": [6],
+            "agents": [{"name": "o", "kind": "oracle"}],
+        }
         | extra
     )
 
