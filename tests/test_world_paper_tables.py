@@ -299,3 +299,52 @@ def test_each_new_output_finds_its_planted_effect_and_not_its_null(case) -> None
     planted, null = result.arm("planted"), result.arm("null")
     assert planted.rate >= (0.85 if case.measure == "coverage" else 0.8), planted
     assert null.rate <= 0.1, null
+
+
+# --- the report ------------------------------------------------------------------------
+
+
+def _section(html: str, ident: str) -> str:
+    start = html.index(f'id="{ident}"')
+    return html[start : html.index("</div>" if "-" in ident.removeprefix("world-") else "</section>", start)]
+
+
+def test_the_report_lays_each_table_out_as_the_paper_does() -> None:
+    """The paper's own inputs through the report: Table 5 one row per axis with the
+    levels side by side, Table 10 one row per pair over its three cells, G1b per metric,
+    the W_trans pattern, and Table 1 one row per environment with a shape per agent."""
+    from horizonbench.reports.html import render_report
+    from test_report_html import _inputs, _scores, _world_tables
+
+    tables = dict(_world_tables(with_models=False))
+    env = "tool_dag"
+    cells = _paper_cells()
+    three = cells[
+        [(s, d) in {(10, 1), (10, 6), (20, 1)} for s, d in zip(cells["sc"], cells["dd"], strict=True)]
+    ]
+    tables["model_pairs"] = world_effects.model_pairs(three).assign(env=env)
+    tables["ablation_deltas"] = world_effects.ablation_deltas(_table4_episodes(True)).assign(env=env)
+    g1b = _g1b_frame(dict.fromkeys(world_effects.G1B_METRICS, 0.4))
+    tables["g1b"] = world_effects.g1b(g1b, CLIFFS).assign(env=env)
+    tables["band_patterns"] = world_shapes.band_patterns(cells[cells["model"] == "haiku"]).assign(env=env)
+    rows = [
+        ("stateful_puzzle", m, 10, dd, 10, k)
+        for m, ks in (("a", (10, 9, 8, 7)), ("b", (10, 10, 7, 2)))
+        for dd, k in zip((1, 2, 4, 6), ks, strict=True)
+    ]
+    tables["env_selection"] = world_shapes.environment_selection(_cells(rows))
+    html = render_report(**_inputs(_scores()), worlds=tables)
+
+    table5 = _section(html, f"world-{env}-table5")
+    assert "partial/distractor/conflict vs. clean" in table5
+    assert "-0.40, -0.28, -0.24" in table5 and "M, S, S" in table5
+    table10 = _section(html, f"world-{env}-table10")
+    assert "haiku − mini" in table10 and "(10, 1)" in table10
+    assert "+0.57 M" in table10 and "-0.80 L" in table10 and "-1.50 L" in table10
+    g1b_part = _section(html, f"world-{env}-g1b")
+    assert g1b_part.count("passes") >= 4 and "self-check accuracy" in g1b_part
+    assert "B (constant)" in _section(html, f"world-{env}-patterns")
+    selection = _section(html, "world-selection")
+    assert "a (p̂ per dd)" in selection and "monotone (1.00 0.90 0.80 0.70)" in selection
+    assert "not selected" not in selection and "30 pp" in selection
+    assert 'href="#world-selection"' in html

@@ -40,13 +40,10 @@ G1B_MIN_SHIFT = 0.20
 #: G1b's metrics: the paper's name -> how an episode's value is read
 G1B_METRICS = ("world_state_accuracy", "action_validity", "self_check_accuracy")
 
+#: the key of an ablation row (Tables 4 and 5)
+ABLATION_KEYS = ["env", "model", "sc", "dd", "axis", "level"]
 ABLATION_COLUMNS = [
-    "env",
-    "model",
-    "sc",
-    "dd",
-    "axis",
-    "level",
+    *ABLATION_KEYS,
     "backdrop",
     "n_level",
     "n_backdrop",

@@ -52,20 +52,28 @@ H_PLANTED = (0.9, 0.5)
 H_NULL = (0.6, 0.6)
 
 
-def _h_study(rates: tuple[float, float], null: bool):
-    truth = effect_sizes.cohens_h(*rates)
+def _interval_study(truth: float, null: bool, read):
+    """A study of one interval: ``read(rng, n)`` simulates a table of ``n`` episodes a
+    group and returns (estimate, low, high). Planted: does the interval cover
+    ``truth``? Null (no effect): does it exclude 0, claiming one?"""
 
     def study(rng: np.random.Generator, scale: float) -> Trial:
-        n = max(10, round(CELL_N * scale))
-        cells = cells_frame({("sim", "a", 10, 1): rates[0], ("sim", "b", 10, 1): rates[1]}, n, rng)
-        row = world_effects.model_pairs(cells).iloc[0]
-        low, high = float(row["h_low"]), float(row["h_high"])
-        values = {"h": float(row["cohens_h"]), "bias": float(row["cohens_h"]) - truth}
+        estimate, low, high = read(rng, max(10, round(CELL_N * scale)))
+        values = {"estimate": estimate, "bias": estimate - truth}
         if null:
-            return Trial(bool(low > 0 or high < 0), values)  # a difference claimed
+            return Trial(bool(low > 0 or high < 0), values)
         return Trial(bool(low <= truth <= high), values)
 
     return study
+
+
+def _h_study(rates: tuple[float, float], null: bool):
+    def read(rng: np.random.Generator, n: int) -> tuple[float, float, float]:
+        cells = cells_frame({("sim", "a", 10, 1): rates[0], ("sim", "b", 10, 1): rates[1]}, n, rng)
+        row = world_effects.model_pairs(cells).iloc[0]
+        return float(row["cohens_h"]), float(row["h_low"]), float(row["h_high"])
+
+    return _interval_study(effect_sizes.cohens_h(*rates), null, read)
 
 
 H_CASE = register(
@@ -107,18 +115,11 @@ def _ablation_episodes(p_base: float, p_level: float, n: int, rng: np.random.Gen
 
 
 def _delta_study(rates: tuple[float, float], null: bool):
-    truth = rates[1] - rates[0]
-
-    def study(rng: np.random.Generator, scale: float) -> Trial:
-        n = max(10, round(CELL_N * scale))
+    def read(rng: np.random.Generator, n: int) -> tuple[float, float, float]:
         row = world_effects.ablation_deltas(_ablation_episodes(rates[0], rates[1], n, rng)).iloc[0]
-        low, high = float(row["delta_low"]), float(row["delta_high"])
-        values = {"delta": float(row["cliffs_delta"])}
-        if null:
-            return Trial(bool(low > 0 or high < 0), values)
-        return Trial(bool(low <= truth <= high), values)
+        return float(row["cliffs_delta"]), float(row["delta_low"]), float(row["delta_high"])
 
-    return study
+    return _interval_study(rates[1] - rates[0], null, read)
 
 
 DELTA_CASE = register(
