@@ -136,6 +136,16 @@ def test_offline_puzzles_both_modes_then_export_loads_in_hf_datasets(tmp_path, p
     assert exp.returncode == 0, exp.stderr
     summary = json.loads((out / "exports" / "export.json").read_text())
     assert summary["hanoi"]["ood"]["instances"] == 6  # n = 8: the 6 peg pairs
+    # the step overlap is reported; River Crossing's trajectories share their tails
+    assert summary["hanoi"]["split_rule"] == "per_n"
+    crossing = summary["river_crossing"]["overlap"]["validation"]
+    assert crossing["steps"] == summary["river_crossing"]["validation"]["rows"] and crossing["in_train"] > 0
+    assert "validation steps" in exp.stdout and "repeat a training step" in exp.stdout
+    pooled = _run(["export", "--run", str(out), "--split", "pooled", "--dest", str(tmp_path / "pooled")], env)
+    assert pooled.returncode == 0, pooled.stderr
+    again = json.loads((tmp_path / "pooled" / "export.json").read_text())
+    # n = 1..3 pooled: ceil(18 / 5) = 4 validation puzzles (per n: 1 + 1 + 1)
+    assert again["hanoi"]["split_rule"] == "pooled" and again["hanoi"]["validation"]["instances"] == 4
     import datasets
 
     files = {s: str(out / "exports" / "hanoi" / f"{s}.parquet") for s in ("train", "validation", "ood")}

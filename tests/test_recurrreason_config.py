@@ -137,3 +137,22 @@ def test_blocks_world_is_the_paper_reading_and_asks_up_to_100_per_n():
     # every one of the 300 candidates: the 6 distinct nontrivial pairs, the rest dropped
     assert (puzzles[1], moves[1]) == (6, 6)
     assert set(rejected) == {"start_is_goal", "repeated_pair"}
+
+
+def test_a_kept_trivial_board_is_solved_by_an_empty_plan_or_stop():
+    """The paper's 15 trivial Checkers puzzles are its only reported successes: an empty
+    plan solves one, a rollout solves it by answering STOP at the first step, and any
+    move (leaving the goal) fails."""
+    fam = get_family("checkers")
+    params = fam.params_model.model_validate({"ns": [1], "keep_trivial": True})
+    rows = [fam.generate_candidate(params, 0, i).row for i in range(fam.candidate_count(params))]
+    row = next(r for r in rows if r["start_is_goal"])
+    assert fam.score(row, fam.parse_answer("Moves: []")).success
+    ep = fam.episode(row)
+    assert not ep.done
+    ep.feed("STOP")
+    assert ep.done and ep.solved and fam.score_episode(row, ep).success
+    moved = fam.episode(row)
+    nxt = next(t for _, t in fam.puzzle.successors(moved.state, fam.rules_of(row)))
+    moved.feed(f"Next state: {fam.puzzle.format_state(nxt)}")
+    assert moved.done and not moved.solved and moved.failure is not None

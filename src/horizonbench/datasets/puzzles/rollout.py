@@ -170,6 +170,9 @@ class Episode:
     failure: str | None = None
     failure_step: int | None = None
     detail: str | None = None
+    #: a start that is its goal (0 moves: the paper's trivial Checkers boards) is
+    #: solved by answering STOP at the first step; until then it is not over
+    stopped: bool = False
 
     def __post_init__(self) -> None:
         self.state = self.start
@@ -182,7 +185,7 @@ class Episode:
 
     @property
     def solved(self) -> bool:
-        return self.state == self.goal
+        return self.state == self.goal and (self.optimal > 0 or self.stopped)
 
     @property
     def done(self) -> bool:
@@ -199,6 +202,9 @@ class Episode:
             return
         answer = read_state_answer(self.puzzle, text)
         if answer.stop:
+            if self.state == self.goal:  # only a 0-move puzzle can be asked at its goal
+                self.stopped = True
+                return
             self._fail("premature_stop", turn, "STOP before the goal")
             return
         if answer.state is None:
