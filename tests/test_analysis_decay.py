@@ -16,7 +16,8 @@ from horizonbench.analysis.decay import (
     DecayFit,
     _interval_from_rates,
     fit_binomial_mle,
-    fit_wls_log,
+    fit_wls_origin,
+    fit_wls_prefactor,
 )
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
 
@@ -57,8 +58,8 @@ def test_wls_recovers_l0_with_wide_bins() -> None:
     L, success, _ = _simulate()
     x, rate, n = _binned(L, success, width=10)
     assert (rate > 0).all(), "bins must be wide enough to have no zero rates"
-    fit = fit_wls_log(x, rate, n)
-    assert fit.method == "wls_log" and fit.converged
+    fit = fit_wls_prefactor(x, rate, n)
+    assert fit.method == "wls_prefactor" and fit.converged
     assert fit.L0 == pytest.approx(TRUE_L0, rel=0.15)
     assert fit.n_bins_dropped == 0 and fit.n_bins_used == len(x)
     assert fit.n_attempts == L.size
@@ -68,7 +69,7 @@ def test_wls_drops_zero_bins_and_says_so() -> None:
     L = np.arange(1.0, 8.0)
     rate = np.exp(-L / 3.0)
     rate[[2, 5]] = 0.0
-    fit = fit_wls_log(L, rate)
+    fit = fit_wls_prefactor(L, rate)
     assert fit.n_bins_dropped == 2 and fit.n_bins_used == 5
     assert fit.note is not None and "zero successes" in fit.note
     assert fit.L0 == pytest.approx(3.0, rel=1e-6)
@@ -93,7 +94,7 @@ def test_degenerate_attempts_do_not_raise(L, success, expected) -> None:
         assert mle.L0 == expected
 
     rates = np.array(success, dtype=float)
-    wls = fit_wls_log(np.array(L, dtype=float), rates)
+    wls = fit_wls_prefactor(np.array(L, dtype=float), rates)
     assert isinstance(wls, DecayFit) and wls.note
     if math.isnan(expected):
         assert math.isnan(wls.L0)
@@ -102,7 +103,7 @@ def test_degenerate_attempts_do_not_raise(L, success, expected) -> None:
 
 
 def test_increasing_success_is_no_decay() -> None:
-    fit = fit_wls_log(np.array([1.0, 2.0, 3.0]), np.array([0.2, 0.4, 0.8]))
+    fit = fit_wls_prefactor(np.array([1.0, 2.0, 3.0]), np.array([0.2, 0.4, 0.8]))
     assert fit.L0 == math.inf and "does not decay" in (fit.note or "")
 
 
@@ -141,10 +142,41 @@ def test_bad_arguments_raise() -> None:
 )
 def test_wls_recovers_exact_law(L0: float, A: float, lengths: list[int]) -> None:
     L = np.array(sorted(lengths), dtype=float)
-    fit = fit_wls_log(L, A * np.exp(-L / L0))
+    fit = fit_wls_prefactor(L, A * np.exp(-L / L0))
     assert fit.L0 == pytest.approx(L0, rel=1e-6)
     assert fit.A == pytest.approx(A, rel=1e-6)
     assert fit.n_bins_dropped == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    L0=st.floats(min_value=2.0, max_value=500.0),
+    lengths=st.lists(st.integers(min_value=1, max_value=150), min_size=1, max_size=40, unique=True),
+)
+def test_wls_origin_recovers_exact_law_through_the_origin(L0: float, lengths: list[int]) -> None:
+    """exp(-L/L0) alone: the origin form finds L0 with A = 1, from a single bin too."""
+    L = np.array(sorted(lengths), dtype=float)
+    fit = fit_wls_origin(L, np.exp(-L / L0))
+    assert fit.method == "wls_origin" and fit.converged
+    assert fit.L0 == pytest.approx(L0, rel=1e-6) and fit.A == 1.0
+
+
+def test_the_two_wls_forms_part_when_there_is_a_prefactor() -> None:
+    """0.7 exp(-L/20): the prefactor form finds 20 and 0.7; the origin form, which
+    assumes A = 1, must tilt its line to reach the lowered rates and comes out short."""
+    L = np.arange(5.0, 100.0, 5.0)
+    rate = 0.7 * np.exp(-L / 20.0)
+    prefactor, origin = fit_wls_prefactor(L, rate), fit_wls_origin(L, rate)
+    assert prefactor.method == "wls_prefactor"
+    assert prefactor.L0 == pytest.approx(20.0, rel=1e-6) and prefactor.A == pytest.approx(0.7, rel=1e-6)
+    assert origin.A == 1.0 and 15.0 < origin.L0 < 19.5
+
+
+def test_wls_origin_degenerate_inputs_do_not_raise() -> None:
+    assert math.isnan(fit_wls_origin(np.array([0.0, 0.0]), np.array([0.5, 0.4])).L0)
+    assert math.isnan(fit_wls_origin(np.array([5.0, 9.0]), np.array([0.0, 0.0])).L0)
+    no_decay = fit_wls_origin(np.array([5.0, 9.0]), np.array([1.0, 1.0]))
+    assert no_decay.L0 == math.inf and "does not decay" in (no_decay.note or "")
 
 
 def test_success_definitions_name_score_columns() -> None:
@@ -158,7 +190,7 @@ def test_success_definitions_name_score_columns() -> None:
 def test_estimators_leave_the_success_definition_to_their_caller() -> None:
     L, success, cluster = _simulate(instances=200)
     x, rate, n = _binned(L, success, 10)
-    assert fit_wls_log(x, rate, n).success_definition is None
+    assert fit_wls_prefactor(x, rate, n).success_definition is None
     assert fit_binomial_mle(L, success, cluster, bootstrap=5).success_definition is None
 
 

@@ -128,16 +128,18 @@ def test_fit_all_one_row_per_model_and_method(scores: pd.DataFrame) -> None:
     assert list(out.columns) == summary.FIT_COLUMNS
     _assert_plain_dtypes(out)
     assert out[["model", "method"]].values.tolist() == [
-        ["alpha", "wls_log"],
+        ["alpha", "wls_prefactor"],
+        ["alpha", "wls_origin"],
         ["alpha", "binomial_mle"],
-        ["beta", "wls_log"],
+        ["beta", "wls_prefactor"],
+        ["beta", "wls_origin"],
         ["beta", "binomial_mle"],
     ]
-    wls_alpha = out.iloc[0]
-    assert wls_alpha.n_bins_dropped == 3  # three single-attempt bins left out
-    assert "fewer than 2 attempts" in wls_alpha.note
-    assert out.iloc[1].n_attempts == 5
-    assert math.isnan(out.iloc[3].L0)  # beta never succeeds
+    for wls_alpha in (out.iloc[0], out.iloc[1]):
+        assert wls_alpha.n_bins_dropped == 3  # three single-attempt bins left out
+        assert "fewer than 2 attempts" in wls_alpha.note
+    assert out.iloc[2].n_attempts == 5
+    assert math.isnan(out.iloc[5].L0)  # beta never succeeds
     # writable with an explicit schema
     pa.Table.from_pandas(out, preserve_index=False)
 
@@ -234,9 +236,9 @@ def test_violation_category_counts(scores: pd.DataFrame) -> None:
 
 def test_fits_say_which_success_they_count(scores: pd.DataFrame) -> None:
     out = summary.fit_all(scores, bootstrap=5, seed=0)
-    assert out["success_definition"].tolist() == ["simulation"] * 4
+    assert out["success_definition"].tolist() == ["simulation"] * 6
     exact = summary.fit_all(scores, bootstrap=5, seed=0, success_definition="exact_match")
-    assert exact["success_definition"].tolist() == ["exact_match"] * 4
+    assert exact["success_definition"].tolist() == ["exact_match"] * 6
     # here exact match and success agree, so the fits do too
     pd.testing.assert_frame_equal(
         out.drop(columns="success_definition"), exact.drop(columns="success_definition")

@@ -152,7 +152,23 @@ def test_the_decay_simulator_plants_its_rate(seed, eps):
 def test_l0_interval_covers_and_no_decay_is_not_claimed():
     planted = _arm("L0 coverage", "planted", 8, scale=0.25)
     assert planted.hits >= 6, planted  # 95% nominal; a zero-width or 5/95 interval misses more
-    assert abs(planted.values["wls_rel_bias"]) < 0.25 and abs(planted.values["mle_rel_bias"]) < 0.25
+    for method in ("binomial_mle", "wls_prefactor", "wls_origin"):
+        assert abs(planted.values[f"{method}_rel_bias"]) < 0.25, method
+
+
+def test_wls_forms_which_one_is_biased():
+    """decay.py's docstring: on exp(-L/L0) both WLS forms are near the truth; with a
+    prefactor the origin form is biased low; at eps 0.1 the dropped zero-success bins
+    bias the prefactor form far more than the origin form (12 studies each, seed 0)."""
+    pure = _arm("WLS forms (exp(-L/L0), eps 0.02)", "planted", 12).values
+    assert abs(pure["wls_prefactor_rel_bias"]) < 0.1 and abs(pure["wls_origin_rel_bias"]) < 0.1
+    prefactor = _arm("WLS forms (prefactor 0.7, eps 0.02)", "planted", 12)
+    assert prefactor.values["wls_origin_rel_bias"] < -0.12  # truth: -0.2 over 200 studies
+    assert abs(prefactor.values["wls_prefactor_rel_bias"]) < 0.1
+    assert prefactor.hits <= 4
+    steep = _arm("WLS forms (exp(-L/L0), eps 0.1)", "planted", 12)
+    assert steep.values["wls_prefactor_rel_bias"] > steep.values["wls_origin_rel_bias"] + 0.25
+    assert steep.hits >= 9
     assert _arm("L0 coverage", "null", 4, scale=0.25).hits <= 1
 
 

@@ -198,7 +198,7 @@ def test_compare_flags_the_night_whose_l0_moved(compared, capsys):
     assert noisy["intervals_disjoint"].iloc[2] in (True, False)
     oracle = table[(table["method"] == "binomial_mle") & (table["model"] == "oracle")]
     assert set(oracle["moved"].dropna()) == {"within"}  # L0 = inf night after night
-    wls = table[table["method"] == "wls_log"]
+    wls = table[table["method"] == "wls_prefactor"]
     assert wls["moved"].isna().all()  # no interval, no flag
     html = (compared / "index.html").read_text()
     assert "<svg" in html and "1 model moved" in html
@@ -330,8 +330,8 @@ def test_moves_are_judged_against_the_previous_run_of_the_series():
             _fit("r2", "m", 12.5, 12.2, 14.0),  # above r1's interval, intervals disjoint
             _fit("r0", "m", 12.8, 10.5, 15.0),  # inside r2's interval
             _fit("r3", "m", float("nan"), None, None, note="no successes"),
-            _fit("r1", "w", 10.0, None, None, method="wls_log"),
-            _fit("r2", "w", 1.0, None, None, method="wls_log"),
+            _fit("r1", "w", 10.0, None, None, method="wls_prefactor"),
+            _fit("r2", "w", 1.0, None, None, method="wls_prefactor"),
             _fit("r0", "i", float("inf"), 20.0, float("inf")),
             _fit("r3", "i", 15.0, 12.0, 19.0),  # below r0's interval; skips the runs without it
             # another success definition of "m" is a series of its own

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from horizonbench.analysis.decay import fit_binomial_mle, fit_wls_log
+from horizonbench.analysis.decay import fit_binomial_mle, fit_wls_prefactor
 from horizonbench.core.types import Step
 from horizonbench.datasets.maze import MazeFamily, MazeParams
 from horizonbench.datasets.maze.baselines import noisy_plan, random_walk
@@ -223,7 +223,7 @@ def test_l0_recovery() -> None:
     # the paper's WLS weights (1 / OLS residual^2) make this estimator much noisier than
     # the MLE: across attempt seeds its error at this sample size spreads over about
     # +-12%, against +-5% for the MLE
-    wls = fit_wls_log(np.array(xs), np.array(rates), np.array(counts))
+    wls = fit_wls_prefactor(np.array(xs), np.array(rates), np.array(counts))
     assert wls.converged and wls.n_bins_used >= 12
     assert abs(wls.L0 - true_l0) / true_l0 < 0.15, wls
 

@@ -196,7 +196,7 @@ def test_all_sections_present(full_html: str) -> None:
     ):
         assert f'id="{anchor}"' in full_html
     assert "<details" in full_html
-    assert "wls_log" in full_html and "binomial_mle" in full_html
+    assert "wls_prefactor" in full_html and "wls_origin" in full_html and "binomial_mle" in full_html
     # every figure holds one SVG and sits in a maze section; each of those has one
     figures = re.findall(r"<figure[^>]*>(.*?)</figure>", full_html, re.S)
     assert [f.count("<svg") for f in figures] == [1] * len(figures)
@@ -569,7 +569,7 @@ def test_each_fit_says_which_success_it_counts(full_html: str) -> None:
     headers, rows = _table_rows(fits)
     col = headers.index("success counted")
     assert headers.index("method") < col < headers.index("L0")
-    assert len(rows) == 4 and [r[col] for r in rows] == ["simulation"] * 4
+    assert len(rows) == 6 and [r[col] for r in rows] == ["simulation"] * 6  # 2 models x 3 fits
     text = " ".join(fits.split())
     assert "<strong>simulation</strong>: the plan, replayed in the simulator, is legal" in text
     assert "seqBench’s Figure 1 fits Pass@1 instead, an exact match with the gold plan" in text
@@ -578,6 +578,19 @@ def test_each_fit_says_which_success_it_counts(full_html: str) -> None:
     assert "Success is judged by simulation" in summary_text
     assert "Success is Pass@1" not in summary_text
     assert "Exact match is seqBench’s Pass@1" in summary_text
+
+
+def test_the_fits_section_names_the_wls_form_of_the_papers_numbers(full_html: str) -> None:
+    """Both WLS forms are named, the paper's L0 is said to be the origin form (with the
+    paper's sentence), and no fit is called "the paper's fit" without its form."""
+    text = " ".join(_section(full_html, "fits").split())
+    headers, rows = _table_rows(_section(full_html, "fits"))
+    assert {r[headers.index("method")] for r in rows} == {"wls_prefactor", "wls_origin", "binomial_mle"}
+    assert "The paper’s L0 values correspond to <strong>wls_origin</strong>" in text
+    assert "“we fit an exponential decay curve P(L)=exp(−L/L0) to the success rates”" in text
+    assert "<strong>wls_prefactor</strong> fits log P = log A − L/L0" in text
+    page = " ".join(full_html.split())
+    assert "paper’s fit" not in page and "paper's fit" not in page
 
 
 def test_fits_on_exact_match_say_so() -> None:
@@ -599,7 +612,7 @@ def test_a_fits_table_from_before_the_column_was_fitted_on_simulation() -> None:
     inputs = _inputs(scores)
     inputs["fits"] = inputs["fits"].drop(columns="success_definition")
     headers, rows = _table_rows(_section(render_report(**inputs), "fits"))
-    assert [r[headers.index("success counted")] for r in rows] == ["simulation"] * 4
+    assert [r[headers.index("success counted")] for r in rows] == ["simulation"] * 6
 
 
 def test_both_precisions_are_shown_by_name(full_html: str) -> None:

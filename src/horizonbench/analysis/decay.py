@@ -1,11 +1,20 @@
 """Fits of the success-versus-depth law ``p(L) = min(1, A * exp(-L / L0))``.
 
-Two estimators are offered on purpose:
+Three estimators are offered on purpose:
 
-* ``wls_log`` reproduces seqBench's Figure 1 (weighted least squares on log success
-  rates, weights from the inverse squared residuals of a preliminary OLS fit) so our
-  numbers are comparable with the paper. It cannot use bins with zero successes
-  (``log 0``), so those are dropped and counted rather than silently ignored.
+* ``wls_prefactor`` and ``wls_origin`` are seqBench's Figure 1 method (weighted least
+  squares on log success rates, weights from the inverse squared residuals of a
+  preliminary OLS fit), in its two forms: ``wls_prefactor`` fits
+  ``log p = log A - L / L0`` (a free prefactor A), ``wls_origin`` fits
+  ``log p = -L / L0`` (A = 1, the line through the origin), which is the curve the
+  paper's text names: "we fit an exponential decay curve P(L)=exp(-L/L0) to the success
+  rates" (seqBench §2.2), and its L0 is "the path length at which performance drops by a
+  factor of e^-1", true only when A = 1. Neither can use bins with zero successes
+  (``log 0``), so those are dropped and counted rather than silently ignored; that drop
+  keeps only the lucky bins at large L and flattens the prefactor form's slope most
+  (the origin form is pinned at L = 0). When success really has a prefactor
+  (``A exp(-L/L0)`` with A < 1: a first-step error), the origin form is the biased one.
+  ``calibration/decay_cases.py`` measures both (case ``WLS forms``).
 * ``binomial_mle`` maximises the Bernoulli likelihood of the individual attempts, which
   uses every attempt including the all-failure bins, and gets its interval from a
   cluster bootstrap over instances (samples of one instance are not independent).
@@ -99,22 +108,42 @@ def _weighted_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, 
     return slope, ym - slope * xm
 
 
-def _wls_paper_weights(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-    """OLS, then WLS with weights 1/resid^2 from that OLS, as the paper describes."""
-    slope, intercept = _weighted_line(x, y, np.ones_like(x))
+def _origin_line(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """Slope of a weighted straight line through the origin, and its intercept (0)."""
+    return float(np.sum(w * x * y) / np.sum(w * x * x)), 0.0
+
+
+def _wls_paper_weights(x: np.ndarray, y: np.ndarray, through_origin: bool = False) -> tuple[float, float]:
+    """OLS, then WLS with weights 1/resid^2 from that OLS, as the paper describes; both
+    fits through the origin when ``through_origin``."""
+    line = _origin_line if through_origin else _weighted_line
+    slope, intercept = line(x, y, np.ones_like(x))
     resid = y - (intercept + slope * x)
     rms = float(np.sqrt(np.mean(resid**2)))
     floor = max(_RESID_FLOOR_ABS, _RESID_FLOOR_REL * rms)
     weights = 1.0 / np.maximum(np.abs(resid), floor) ** 2
-    return _weighted_line(x, y, weights)
+    return line(x, y, weights)
 
 
-def fit_wls_log(L: np.ndarray, success_rate: np.ndarray, n: np.ndarray | None = None) -> DecayFit:
-    """Fit ``log(rate) = log A - L / L0`` over per-bin rates, the paper's way.
+def fit_wls_prefactor(L: np.ndarray, success_rate: np.ndarray, n: np.ndarray | None = None) -> DecayFit:
+    """Fit ``log(rate) = log A - L / L0`` over per-bin rates (method ``wls_prefactor``).
 
     ``n`` (attempts per bin) is optional: it only serves to drop empty bins and to
     report how many attempts the bins summarise; the weights follow the paper.
     """
+    return _fit_wls(L, success_rate, n, through_origin=False)
+
+
+def fit_wls_origin(L: np.ndarray, success_rate: np.ndarray, n: np.ndarray | None = None) -> DecayFit:
+    """Fit ``log(rate) = -L / L0`` (A = 1) over per-bin rates (method ``wls_origin``): the
+    curve ``P(L) = exp(-L/L0)`` the paper's text fits. Same weights and bins as
+    :func:`fit_wls_prefactor`; one point with L != 0 is enough."""
+    return _fit_wls(L, success_rate, n, through_origin=True)
+
+
+def _fit_wls(L: np.ndarray, success_rate: np.ndarray, n: np.ndarray | None, through_origin: bool) -> DecayFit:
+    """Both WLS forms: the bins they keep, the notes they give, the fit itself."""
+    method = "wls_origin" if through_origin else "wls_prefactor"
     x = np.asarray(L, dtype=float).ravel()
     rate = np.asarray(success_rate, dtype=float).ravel()
     if x.shape != rate.shape:
@@ -140,12 +169,14 @@ def fit_wls_log(L: np.ndarray, success_rate: np.ndarray, n: np.ndarray | None = 
 
     def result(L0: float, A: float, converged: bool, why: str | None = None) -> DecayFit:
         text = "; ".join([*([why] if why else []), *notes]) or None
-        return DecayFit("wls_log", L0, A, None, None, int(np.sum(keep)), dropped, n_attempts, converged, text)
+        return DecayFit(method, L0, A, None, None, int(np.sum(keep)), dropped, n_attempts, converged, text)
 
     xs, ys = x[keep], np.log(rate[keep])
-    if np.unique(xs).size < 2:
+    if through_origin and not np.any(xs != 0):
+        return result(math.nan, math.nan, False, "no L other than 0 with successes")
+    if not through_origin and np.unique(xs).size < 2:
         return result(math.nan, math.nan, False, "fewer than 2 distinct L with successes")
-    slope, intercept = _wls_paper_weights(xs, ys)
+    slope, intercept = _wls_paper_weights(xs, ys, through_origin)
     A = math.exp(intercept)
     if not math.isfinite(slope):
         return result(math.nan, math.nan, False, "WLS slope is not finite")

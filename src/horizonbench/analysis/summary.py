@@ -18,7 +18,8 @@ from horizonbench.analysis.decay import (
     SUCCESS_DEFINITIONS,
     DecayFit,
     fit_binomial_mle,
-    fit_wls_log,
+    fit_wls_origin,
+    fit_wls_prefactor,
 )
 from horizonbench.core.registry import violation_categories
 
@@ -204,8 +205,10 @@ def _with_small_bins(fit: DecayFit, small: int, min_attempts: int) -> DecayFit:
 
 def _fit_model(df: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int) -> list[DecayFit]:
     bins, small = _wls_bins(df, min_attempts)
-    wls = fit_wls_log(bins["x"].to_numpy(), bins["rate"].to_numpy(), bins["n"].to_numpy())
-    wls = _with_small_bins(wls, small, min_attempts)
+    x, rate, n = bins["x"].to_numpy(), bins["rate"].to_numpy(), bins["n"].to_numpy()
+    wls = [
+        _with_small_bins(fit(x, rate, n), small, min_attempts) for fit in (fit_wls_prefactor, fit_wls_origin)
+    ]
     mle = fit_binomial_mle(
         df["solution_length"].to_numpy(),
         df["success"].to_numpy(),
@@ -213,7 +216,7 @@ def _fit_model(df: pd.DataFrame, bootstrap: int, seed: int, min_attempts: int) -
         bootstrap=bootstrap,
         seed=seed,
     )
-    return [wls, mle]
+    return [*wls, mle]
 
 
 def fit_all(
@@ -224,7 +227,9 @@ def fit_all(
     bin_width: int = 1,
     success_definition: str = DEFAULT_SUCCESS_DEFINITION,
 ) -> pd.DataFrame:
-    """One row per (model, method): the paper's WLS fit and the binomial MLE.
+    """One row per (model, method): the paper's WLS in both forms (``wls_prefactor``:
+    log p = log A - L/L0; ``wls_origin``: log p = -L/L0, the curve the paper's text
+    names) and the binomial MLE.
 
     ``success_definition`` (a key of ``decay.SUCCESS_DEFINITIONS``) picks what counts
     as a success: ``"simulation"`` (the scores' ``success``, the default) or

@@ -48,7 +48,8 @@ SETTINGS_COLUMNS = [
     "L0",
     "L0_low",
     "L0_high",
-    "L0_wls",
+    "L0_wls_prefactor",
+    "L0_wls_origin",
 ]
 AXIS_COLUMNS = [
     "base_family",
@@ -155,8 +156,9 @@ def settings_table(
     """One row per (family label, model) of a swept family: what the setting changes
     from its base (``varied``, and every axis value as JSON in ``axes``), success with
     its 95% Wilson interval, mean progress with a normal 95% interval, mean output
-    tokens, and L0 from the binomial MLE with its bootstrap interval (``L0_wls``: the
-    paper's WLS fit).
+    tokens, and L0 from the binomial MLE with its bootstrap interval, beside the paper's
+    WLS in both forms (``L0_wls_prefactor``: log p = log A - L/L0; ``L0_wls_origin``:
+    log p = -L/L0, the curve the paper's text names).
 
     ``scores`` are the answered attempts with a ``family`` label column; ``fits`` the
     analysis fits table (with ``family``); ``tokens`` per attempt ``family``, ``model``,
@@ -176,7 +178,8 @@ def settings_table(
     out = out.merge(
         _l0(fits, "binomial_mle", "L0", low="L0_low", high="L0_high"), on=["family", "model"], how="left"
     )
-    out = out.merge(_l0(fits, "wls_log", "L0_wls"), on=["family", "model"], how="left")
+    for method in ("wls_prefactor", "wls_origin"):
+        out = out.merge(_l0(fits, method, f"L0_{method}"), on=["family", "model"], how="left")
     order = {label: i for i, label in enumerate(axes)}
     out = out.assign(_order=out["family"].map(order)).sort_values(["_order", "model"], kind="mergesort")
     return _finish(out, SETTINGS_COLUMNS)

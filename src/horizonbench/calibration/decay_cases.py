@@ -74,27 +74,33 @@ def scores_frame(
     return frame
 
 
-def simulate_decay(rng: np.random.Generator, eps: float, scale: float) -> pd.DataFrame:
-    """Attempts of a constant-rate model over the L bins: success with (1 - eps)^L."""
+def simulate_decay(
+    rng: np.random.Generator, eps: float, scale: float, prefactor: float = 1.0
+) -> pd.DataFrame:
+    """Attempts of a constant-rate model over the L bins: success with A (1 - eps)^L, A
+    the ``prefactor`` (1: the pure exp(-L/L0); below 1: a first-step error on top)."""
     per_bin = max(2, round(L0_INSTANCES * scale))
     L = np.repeat(L0_LENGTHS, per_bin * L0_SAMPLES)
     instance = np.repeat(np.arange(L0_LENGTHS.size * per_bin), L0_SAMPLES)
-    success = rng.random(L.size) < (1.0 - eps) ** L
+    success = rng.random(L.size) < prefactor * (1.0 - eps) ** L
     return scores_frame(L, success, instance)
 
 
-def _fits(frame: pd.DataFrame, rng: np.random.Generator) -> dict[str, dict]:
-    fits = fit_all(frame, bootstrap=BOOTSTRAP, seed=int(rng.integers(2**31)))
+def _fits(frame: pd.DataFrame, rng: np.random.Generator, bootstrap: int = BOOTSTRAP) -> dict[str, dict]:
+    fits = fit_all(frame, bootstrap=bootstrap, seed=int(rng.integers(2**31)))
     return {row["method"]: row for row in fits.to_dict("records")}
 
 
 def l0_study(rng: np.random.Generator, scale: float) -> Trial:
-    """Does the binomial MLE's 95% bootstrap interval cover the true L0? (and WLS bias)"""
+    """Does the binomial MLE's 95% bootstrap interval cover the true L0? (and both WLS
+    forms' bias)"""
     truth = true_l0(L0_EPS)
     fits = _fits(simulate_decay(rng, L0_EPS, scale), rng)
-    mle, wls = fits["binomial_mle"], fits["wls_log"]
+    mle = fits["binomial_mle"]
     low, high = mle["L0_low"], mle["L0_high"]
-    values = {"mle_rel_bias": mle["L0"] / truth - 1.0, "wls_rel_bias": wls["L0"] / truth - 1.0}
+    values = {
+        f"{m}_rel_bias": fits[m]["L0"] / truth - 1.0 for m in ("binomial_mle", "wls_prefactor", "wls_origin")
+    }
     if low is None or high is None or not (np.isfinite(low) or np.isfinite(high)):
         return Trial(None, values)
     return Trial(bool(low <= truth <= high), values)
@@ -185,5 +191,46 @@ for _mode, _reps in (("plan", 8), ("rollout", 4)):
                 planted_target=_target,
             )
         )
+
+#: the WLS forms' cases: (name suffix, per-step error, prefactor A). A = 1 at eps 0.02:
+#: both forms unbiased; A = 0.7: the origin form (which assumes A = 1) is biased low;
+#: eps 0.1, A = 1: the bins at large L have zero successes and are dropped, and the
+#: survivors (lucky bins) flatten the prefactor form's slope far more than the origin's
+WLS_FORM_DESIGNS = (
+    ("exp(-L/L0), eps 0.02", L0_EPS, 1.0),
+    ("prefactor 0.7, eps 0.02", L0_EPS, 0.7),
+    ("exp(-L/L0), eps 0.1", 0.1, 1.0),
+)
+
+
+def wls_forms_study_for(eps: float, prefactor: float):
+    """Both WLS forms and the MLE (point only) on ``A (1 - eps)^L``: their relative bias,
+    and whether ``wls_origin`` lands nearer the truth than ``wls_prefactor``."""
+    truth = true_l0(eps)
+
+    def study(rng: np.random.Generator, scale: float) -> Trial:
+        fits = _fits(simulate_decay(rng, eps, scale, prefactor), rng, bootstrap=0)
+        rel = {m: fits[m]["L0"] / truth - 1.0 for m in ("wls_prefactor", "wls_origin", "binomial_mle")}
+        values = {f"{m}_rel_bias": v for m, v in rel.items()}
+        if not (np.isfinite(rel["wls_prefactor"]) and np.isfinite(rel["wls_origin"])):
+            return Trial(None, values)
+        return Trial(bool(abs(rel["wls_origin"]) < abs(rel["wls_prefactor"])), values)
+
+    return study
+
+
+for _suffix, _eps, _a in WLS_FORM_DESIGNS:
+    register(
+        Case(
+            name=f"WLS forms ({_suffix})",
+            statistic="analysis/decay.py fit_wls_prefactor and fit_wls_origin via summary.fit_all",
+            planted=f"success {_a} x (1 - {_eps})^L: L0 = {true_l0(_eps):.1f}; L 10..118 step 4, "
+            f"{L0_INSTANCES} instances x {L0_SAMPLES} samples per L",
+            null="(the two forms compared: no null)",
+            measure="share with wls_origin nearer the truth",
+            planted_study=wls_forms_study_for(_eps, _a),
+            planted_target=REPORT,
+        )
+    )
 
 __all__ = ["L0_COVERAGE", "scores_frame", "simulate_decay", "true_l0"]

@@ -29,7 +29,8 @@ SWEEP_COLUMNS = [
     ("progress_ratio_mean", "progress", "num"),
     ("L0", "L0 (MLE)", "num"),
     ("L0_ci", "95% interval", "num-range"),
-    ("L0_wls", "L0 (WLS)", "num"),
+    ("L0_wls_prefactor", "L0 (WLS, log A - L/L0)", "num"),
+    ("L0_wls_origin", "L0 (WLS, -L/L0)", "num"),
     ("output_tokens_mean", "output tokens", "num"),
 ]
 PAIR_COLUMNS = [
@@ -55,9 +56,12 @@ def _of(df: pd.DataFrame, label: str) -> pd.DataFrame:
     return df[df["family"].astype(str) == label].reset_index(drop=True)
 
 
-def seqbench_figures(tables: Mapping[str, pd.DataFrame], label: str = "maze") -> dict[str, Markup]:
+def seqbench_figures(
+    tables: Mapping[str, pd.DataFrame], label: str = "maze", bin_width: int = 1
+) -> dict[str, Markup]:
     """seqBench's figures 10, 11, 13 and 3's token panel for one family label (the base
-    maze by default: a sweep's settings have their rows in the same tables)."""
+    maze by default: a sweep's settings have their rows in the same tables); binned
+    figures draw each bin at its centre (``bin_width``: the analysis' L-bin width)."""
     t = {name: _of(tables.get(name, pd.DataFrame()), label) for name in SEQBENCH_TABLES}
     return {
         "progress_distribution": Markup(seqbench_plots.progress_distribution_svg(t["progress_distribution"])),
@@ -65,12 +69,12 @@ def seqbench_figures(tables: Mapping[str, pd.DataFrame], label: str = "maze") ->
             seqbench_plots.first_violation_by_length_svg(t["first_violation_by_length"])
         ),
         "violation_types_by_length": Markup(
-            seqbench_plots.violation_types_by_length_svg(t["violations_by_length"])
+            seqbench_plots.violation_types_by_length_svg(t["violations_by_length"], bin_width)
         ),
         "model_pairs": Markup(
             seqbench_plots.model_pair_scatter_svg(t["instance_progress"], t["model_pairs"])
         ),
-        "tokens_by_length": Markup(seqbench_plots.tokens_by_length_svg(t["tokens_by_length"])),
+        "tokens_by_length": Markup(seqbench_plots.tokens_by_length_svg(t["tokens_by_length"], bin_width)),
     }
 
 

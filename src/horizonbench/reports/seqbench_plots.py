@@ -34,7 +34,7 @@ from matplotlib.transforms import offset_copy
 
 from horizonbench.analysis.seqbench import pair_matrix
 from horizonbench.datasets.maze.categories import CATEGORIES
-from horizonbench.reports.plots import _colours, _figure, _models, _placeholder, _to_svg
+from horizonbench.reports.plots import _colours, _figure, _models, _placeholder, _to_svg, bin_centres
 
 #: most panels of one model each (progress distribution)
 MAX_MODEL_PANELS = 12
@@ -256,51 +256,52 @@ def first_violation_by_length_svg(df: pd.DataFrame) -> str:
         return _svg(fig, name)
 
 
-def _category_shares(df: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+def _category_shares(df: pd.DataFrame, bin_width: int = 1) -> tuple[pd.DataFrame, int]:
     """Counts per (model, L, category), successes as ``"none"`` and violations with no
     maze category as ``"other"``, with the share of the bin's attempts.
 
-    With more than ``_MAX_BINS`` distinct L bins, neighbouring bins are merged into
-    ``_MAX_BINS`` (or fewer) wider ones first (``L`` is then the merged bin's lower
-    edge); also returns the merged width (1: nothing merged, the table's own bins).
+    ``bin_width`` is the width of the table's bins (``L`` their lower edges). With more
+    than ``_MAX_BINS`` distinct L bins, neighbouring bins are merged into ``_MAX_BINS``
+    (or fewer) wider ones first (``L`` is then the merged bin's lower edge); also returns
+    the width of the bins drawn, in L (``bin_width`` when nothing was merged).
     """
     category = df["category"].where(df["category"].notna(), _OTHER).astype(object)
     df = df.assign(category=category)
     levels = np.unique(df["L"].to_numpy(dtype=np.int64))
-    merge = 1
+    width = bin_width
     if levels.size > _MAX_BINS:
         low = int(levels[0])
-        merge = math.ceil((int(levels[-1]) - low + 1) / _MAX_BINS)
-        df = df.assign(L=(df["L"] - low) // merge * merge + low)
+        width = bin_width * math.ceil(((int(levels[-1]) - low) // bin_width + 1) / _MAX_BINS)
+        df = df.assign(L=(df["L"] - low) // width * width + low)
     # every attempt of a bin is on one of its rows (successes as "none"), so the counts
     # of a (merged) bin add up to its attempts
     counts = df.groupby(["model", "L", "category"], sort=True)["count"].sum().rename("count").reset_index()
     totals = counts.groupby(["model", "L"])["count"].transform("sum")
     counts["share"] = counts["count"] / totals
-    return counts, merge
+    return counts, width
 
 
-def _step_edges(x: np.ndarray) -> np.ndarray:
-    """Edges around sorted points: midway between neighbours, half a gap at the ends."""
-    if x.size == 1:
-        return np.array([x[0] - 0.5, x[0] + 0.5])
-    mids = (x[:-1] + x[1:]) / 2
-    return np.concatenate([[x[0] - (mids[0] - x[0])], mids, [x[-1] + (x[-1] - mids[-1])]])
+#: where the successes are in the violation-types figure, as its caption says it: the
+#: first layer of the stack (``_CATEGORY_ORDER``) is drawn from 0 up
+SUCCESS_BAND = "the light grey band at the bottom of each bar"
 
 
-def violation_types_by_length_svg(df: pd.DataFrame) -> str:
+def violation_types_by_length_svg(df: pd.DataFrame, bin_width: int = 1) -> str:
     """Per model (one panel each, up to ``MAX_PANELS``; a title line names any left
-    out), the share of attempts in each of seqBench's failure categories (successes at
-    the bottom, in grey) against the L bin, from
-    :func:`analysis.seqbench.violations_by_length`. Beyond ``_MAX_BINS`` L bins,
-    neighbouring bins are merged (the x label says how wide)."""
+    out), the share of attempts in each of seqBench's failure categories against the L
+    bin, from :func:`analysis.seqbench.violations_by_length` (``bin_width``: its bins'
+    width): one stacked bar per bin, spanning the bin and centred on its centre
+    (``plots.bin_centres``), successes at the bottom in light grey (:data:`SUCCESS_BAND`),
+    then the categories in ``_CATEGORY_ORDER``. Beyond ``_MAX_BINS`` L bins, neighbouring
+    bins are merged (the x label says how wide). A bin with no attempts stays blank.
+    Each bar carries the SVG id ``<figure>-bar-<panel>-<layer>-<bin>``."""
     name = "seqbench-violation-types"
     if df.empty:
         return _empty(name, "no scored attempts")
     models = _models(df)
     shown = models[:MAX_PANELS]
     note = _left_out("models", shown, models)
-    shares, merge = _category_shares(df[df["model"].isin(shown)])
+    shares, width = _category_shares(df[df["model"].isin(shown)], bin_width)
     present = set(shares["category"])
     layers = [c for c in _CATEGORY_ORDER if c in present]
     ncols = min(3, len(shown))
@@ -311,22 +312,30 @@ def violation_types_by_length_svg(df: pd.DataFrame) -> str:
         for i, (ax, model) in enumerate(zip(axes, shown, strict=False)):
             table = shares[shares["model"] == model].pivot(index="L", columns="category", values="share")
             table = table.reindex(columns=layers).fillna(0.0).sort_index()
-            x = table.index.to_numpy(dtype=float) + (merge - 1) / 2  # the middle of a merged bin
-            edges = _step_edges(x)
-            tops = np.cumsum(table.to_numpy(dtype=float), axis=1)
-            # painter's order: each layer a polygon from 0 up to its top, the highest
-            # first, so a polygon needs only its stepped upper edge and two corners
-            xs = np.concatenate([[edges[0]], np.repeat(edges, 2)[1:-1], [edges[-1]]])
-            for k in reversed(range(len(layers))):
-                ys = np.concatenate([[0.0], np.repeat(tops[:, k], 2), [0.0]])
-                ax.fill(xs, ys, color=_CATEGORY_COLOUR[layers[k]], lw=0)
-            ax.set_xlim(edges[0], edges[-1])
+            x = bin_centres(table.index.to_numpy(), width)
+            values = table.to_numpy(dtype=float)
+            bottoms = np.cumsum(values, axis=1) - values
+            for k, layer in enumerate(layers):
+                drawn = np.flatnonzero(values[:, k] > 0)  # an empty layer adds no bar to the SVG
+                bars = ax.bar(
+                    x[drawn],
+                    values[drawn, k],
+                    width=width,
+                    bottom=bottoms[drawn, k],
+                    color=_CATEGORY_COLOUR[layer],
+                    lw=0,
+                )
+                for j, bar in zip(drawn, bars, strict=True):
+                    bar.set_gid(f"bar-{i}-{k}-{j}")
+            ax.set_xlim(x[0] - width / 2, x[-1] + width / 2)
             ax.set_ylim(0.0, 1.0)
             ax.set_title(model, fontsize=8)
             if i % ncols == 0:
                 ax.set_ylabel("share of attempts")
             if i >= len(shown) - ncols:
-                ax.set_xlabel("logical depth L" + (f" (bins of {merge})" if merge > 1 else ""))
+                ax.set_xlabel(
+                    "logical depth L" + (f" (bins of {width}, at their centres)" if width > 1 else "")
+                )
         handles = [Patch(color=_CATEGORY_COLOUR[c], label=_CATEGORY_LABEL[c]) for c in reversed(layers)]
         fig.legend(
             handles=handles,
@@ -440,10 +449,11 @@ def model_pair_scatter_svg(instance_progress: pd.DataFrame, pairs: pd.DataFrame)
         return _svg(fig, name)
 
 
-def tokens_by_length_svg(df: pd.DataFrame) -> str:
+def tokens_by_length_svg(df: pd.DataFrame, bin_width: int = 1) -> str:
     """Output tokens per whole-plan answer against L: per model the mean (solid line,
     named at its end) and the 90th percentile (dashed), from
-    :func:`analysis.seqbench.tokens_by_length`."""
+    :func:`analysis.seqbench.tokens_by_length`, each bin at its centre
+    (``plots.bin_centres`` with the table's ``bin_width``)."""
     name = "seqbench-tokens"
     if df.empty:
         return _empty(name, "no whole-plan attempts with token counts")
@@ -455,14 +465,17 @@ def tokens_by_length_svg(df: pd.DataFrame) -> str:
         ends = []
         for model in models:
             g = df[df["model"] == model].sort_values("L", kind="mergesort")
-            x = g["L"].to_numpy(dtype=float)
+            x = bin_centres(g["L"].to_numpy(), bin_width)
             mean = g["output_tokens_mean"].to_numpy(dtype=float)
             colour = colours[model]
             ax.plot(x, mean, "-", lw=1.4, color=colour, **_line_style(x.size))
             ax.plot(x, g["output_tokens_q90"].to_numpy(dtype=float), "--", lw=0.9, color=colour, alpha=0.8)
             ends.append((model, float(x[-1]), float(mean[-1]), colour))
         ax.set_ylim(0.0, max(1.0, top) * 1.05)
-        ax.set_xlabel("logical depth L (solution length, bin lower edge)")
+        ax.set_xlabel(
+            "logical depth L (solution length"
+            + (f", bins of {bin_width} at their centres)" if bin_width > 1 else ")")
+        )
         ax.set_ylabel("output tokens per attempt")
         _style_key(ax, "0.35", ("mean", 1.4), ("90th percentile", 0.9))
         _end_labels(ax, ends)
