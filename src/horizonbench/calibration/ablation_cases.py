@@ -77,18 +77,27 @@ def _study(drop: float):
     return study
 
 
+#: what the case reads and what each arm plants, as the calibration report prints them
+STATISTIC = (
+    "analysis/ablations.py ablation_table: paired difference, McNemar exact p, Holm over the 12 levels; "
+    "flagged = Holm p < 0.05"
+)
+PLANTED_TEXT = (
+    f"{WORLDS} worlds replayed at 12 levels; partial observation lowers the logit of success by "
+    f"{PLANTED_DROP} (about 0.5 -> 0.25), every other level unchanged"
+)
+NULL_TEXT = "every level the backdrop's: a flagged level claims an effect"
+
 ABLATION_CASE = register(
     Case(
-        name="one-axis ablation found (Table 4, paired)",
-        statistic="analysis/ablations.py ablation_table: paired difference, McNemar exact p, Holm "
-        "over the 12 levels; flagged = Holm p < 0.05",
-        planted=f"{WORLDS} worlds replayed at 12 levels; partial observation lowers the logit of "
-        f"success by {PLANTED_DROP} (about 0.5 -> 0.25), every other level unchanged",
-        null="every level the backdrop's: a flagged level claims an effect",
-        measure="detection (partial alone flagged)",
-        planted_study=_study(PLANTED_DROP),
-        planted_target=DETECTION_80,
-        null_study=_study(0.0),
-        null_target=FALSE_POSITIVE_5,
-    )
+        "one-axis ablation found (Table 4, paired)",
+        STATISTIC,
+        PLANTED_TEXT,
+        NULL_TEXT,
+        "detection (partial alone flagged)",
+        _study(PLANTED_DROP),
+        DETECTION_80,
+        _study(0.0),
+        FALSE_POSITIVE_5,
+    )  # fmt: skip
 )

@@ -123,6 +123,14 @@ def ablation_caption(tables: Mapping[str, pd.DataFrame], env: str) -> str:
     )
 
 
+def _sections(g: pd.DataFrame, along: str, fixed: str, levels: list[str], xlabel: str) -> list[Panel]:
+    """A panel per value of ``fixed``: success against ``along`` at that value."""
+    return [
+        Panel(part.assign(level=part[along].astype(int).astype(str)), levels, xlabel, f"{fixed} = {value}")
+        for value, part in g.groupby(fixed, sort=True)
+    ]
+
+
 def cross_section_figure(tables: Mapping[str, pd.DataFrame], env: str) -> Markup | None:
     """The grid's one-dimensional cross-sections (Figure 4): success against sc at each
     dd and against dd at each sc, per agent; None for a grid with one sc or one dd."""
@@ -132,24 +140,8 @@ def cross_section_figure(tables: Mapping[str, pd.DataFrame], env: str) -> Markup
     g = g.assign(level=g["sc"].astype(int).astype(str))
     sc_levels = [str(v) for v in sorted(g["sc"].astype(int).unique())]
     dd_levels = [str(v) for v in sorted(g["dd"].astype(int).unique())]
-    along_sc = [
-        Panel(
-            part.assign(level=part["sc"].astype(int).astype(str)),
-            sc_levels,
-            "state cardinality sc",
-            f"dd = {dd}",
-        )
-        for dd, part in g.groupby("dd", sort=True)
-    ]
-    along_dd = [
-        Panel(
-            part.assign(level=part["dd"].astype(int).astype(str)),
-            dd_levels,
-            "dependency density dd",
-            f"sc = {sc}",
-        )
-        for sc, part in g.groupby("sc", sort=True)
-    ]
+    along_sc = _sections(g, "sc", "dd", sc_levels, "state cardinality sc")
+    along_dd = _sections(g, "dd", "sc", dd_levels, "dependency density dd")
     horizon = str(g["horizon"].iloc[0]) if "horizon" in g and g["horizon"].notna().any() else ""
     title = f"{env}: cross-sections of the (sc, dd) grid" + (f", {horizon}" if horizon else "")
     return Markup(axis_curves_svg([along_sc, along_dd], f"sections-{env}", title))

@@ -496,6 +496,9 @@ _WORLD_CONTRAST = [
 ]
 
 #: ``<run>/analysis/worlds_<name>.parquet`` (``analysis/worlds.py`` documents each)
+#: the key of a one-axis ablation row (Tables 4 and 5): one level of one axis in one cell
+_ABLATION_KEY = (("env", _S), ("model", _S), ("sc", _I), ("dd", _I), ("axis", _S), ("level", _S))
+
 WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
     # analysis/world_horizons.py: which worlds fit in T; the T scan as Table 7
     "horizons": _schema(
@@ -511,21 +514,6 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("unwinnable", _I),
         ("regime_t", _I),
         ("unwinnable_at_regime_t", _I),
-        ("horizon", _S),
-    ),
-    "t_fine": _schema(
-        ("env", _S),
-        ("model", _S),
-        ("sc", _I),
-        ("dd", _I),
-        ("t", _I),
-        ("n", _I),
-        ("successes", _I),
-        ("p", _F),
-        ("wilson_low", _F),
-        ("wilson_high", _F),
-        ("n_unwinnable", _I),
-        ("coarse_reference", _B),
         ("horizon", _S),
     ),
     "grid": _schema(
@@ -671,12 +659,7 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
     # the paper's own tables (analysis/world_effects.py, analysis/world_shapes.py)
     # Table 5: Cliff's delta of each one-axis level against its backdrop
     "ablation_deltas": _schema(
-        ("env", _S),
-        ("model", _S),
-        ("sc", _I),
-        ("dd", _I),
-        ("axis", _S),
-        ("level", _S),
+        *_ABLATION_KEY,
         ("backdrop", _S),
         ("n_level", _I),
         ("n_backdrop", _I),
@@ -758,12 +741,7 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
     # Table 4: one-axis ablations around the backdrop, paired on the world
     # (analysis/ablations.py; empty for a run without worlds.ablations)
     "ablations": _schema(
-        ("env", _S),
-        ("model", _S),
-        ("sc", _I),
-        ("dd", _I),
-        ("axis", _S),
-        ("level", _S),
+        *_ABLATION_KEY,
         ("is_backdrop", _B),
         ("n", _I),
         ("successes", _I),
@@ -782,3 +760,17 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("horizon", _S),
     ),
 }
+
+
+def _t_fine_schema(ablations: pa.Schema) -> pa.Schema:
+    """Table 7 (``analysis/world_horizons.t_fine``): the horizon rows of the Table 4
+    table with T as a number, its rates and difference columns (n through diff_high),
+    and ``coarse_reference`` (Table 4's T levels, starred in Table 7)."""
+    names = ablations.names
+    rates = [ablations.field(n) for n in names[names.index("n") : names.index("diff_high") + 1]]
+    head = [ablations.field(n) for n in ("env", "model", "sc", "dd")]
+    tail = [pa.field("coarse_reference", _B), ablations.field("horizon")]
+    return pa.schema([*head, pa.field("t", _I), *rates, *tail])
+
+
+WORLD_ANALYSIS_SCHEMAS["t_fine"] = _t_fine_schema(WORLD_ANALYSIS_SCHEMAS["ablations"])
