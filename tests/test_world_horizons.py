@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
+from horizonbench.analysis.ablations import ablation_table
 from horizonbench.analysis.world_horizons import horizon_check, t_fine
 from horizonbench.analysis.worlds import world_tables
 from horizonbench.datasets.worlds.study import AgentSpec, run_shard
@@ -117,19 +118,30 @@ def test_a_paper_run_names_the_cells_t_forbids(paper_run) -> None:
 def test_the_t_scan_is_table_7_on_the_same_worlds() -> None:
     worlds = spec(sc=[10], dd=[6], horizon="paper", ablations={"T": [12, 80]})
     episodes, label = played(worlds)
-    table = t_fine(episodes, label)
+    table = t_fine(ablation_table(episodes, label))
     oracle = table[table["model"] == "oracle"].set_index("t")
     assert list(oracle.index) == [12, 40, 80]
     assert list(oracle["coarse_reference"]) == [False, True, True]
+    assert set(table["horizon"]) == {"paper T=40"}
     # only T changes between levels: the same worlds, so L* > T at 12 is all that moves
     per_t = episodes.groupby("horizon")["seed"].apply(lambda s: tuple(sorted(set(s))))
     assert per_t.loc[12] == per_t.loc[40] == per_t.loc[80]
     lstar = episodes[(episodes["horizon"] == 40) & (episodes["model"] == "oracle")]["optimal_length"]
-    assert oracle.loc[12, "n_unwinnable"] == int((lstar > 12).sum()) > 0
-    assert oracle.loc[12, "n"] + oracle.loc[12, "n_unwinnable"] == 4
+    assert oracle.loc[12, "n_unwinnable"] == int((lstar > 12).sum()) == 4
+    assert oracle.loc[12, "n"] == 0 and math.isnan(oracle.loc[12, "p"]) and oracle.loc[12, "p_all"] == 0.0
     assert oracle.loc[80, "p"] == 1.0 and oracle.loc[80, "wilson_low"] < 1.0
-    # one T per cell is no scan; a relative T follows each world
-    assert t_fine(played(spec(sc=[10], dd=[6]))[0], "paper T=40").empty
+    # one T per cell is no scan
+    assert t_fine(ablation_table(played(spec(sc=[10], dd=[6]))[0], "paper T=40")).empty
+    # the report lays it out as Table 7, starred levels and all, with its curve
+    tables = world_tables(episodes, bootstrap=20, horizon=label)
+    tables["t_fine"] = table
+    section = re.search(r'<div id="world-stateful_puzzle-t-fine">(.*?)</div>\s*\n', _report(tables), re.S)
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section.group(1)))
+    assert "T scan (the paper's T-Fine, Table 7)" in text
+    assert re.search(r"12 bounded-12 0 0 .*? 40\* bounded-12 .*? 80\* oracle 4 4", text), text
+    assert 'id="tfine-stateful_puzzle' in section.group(1)
+    # T = 12 fits no world: keyed once as unwinnable, never a rate of 0
+    assert section.group(1).count("T &lt; L*: no world fits (unwinnable)") == 1
 
 
 def _report(tables: dict[str, pd.DataFrame]) -> str:

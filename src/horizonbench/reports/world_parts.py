@@ -45,6 +45,7 @@ T_FINE_COLUMNS = [
     ("p", "p̂", "num"),
     ("wilson_ci", "Wilson 95%", "pct-range"),
     ("n_unwinnable", "T < L* (left out)", "int"),
+    ("p_all", "p̂ with them as failures", "num"),
 ]
 
 

@@ -7,7 +7,8 @@ side until they overlapped ("n=50n=50..."), and a heatmap cannot show how wide e
 cell's interval is, which is what says whether the crossing is resolved. Points are
 placed at their true values (sc 10..20, T 22..80), not as categories, so sc* sits
 where it was interpolated. A point with no measured episode (every world longer than T)
-is drawn as a hollow marker on the axis with "T < L*": unwinnable, not a rate of 0.
+is drawn as a hollow X on the axis, keyed once in the legend "T < L*": unwinnable, not a
+rate of 0.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
 
 from horizonbench.reports.plots import _colours, _figure, _placeholder, _to_svg
 
@@ -90,22 +92,16 @@ def scan_curve_svg(
             star = marks.get(model, math.nan)
             if not math.isnan(star):
                 ax.axvline(star, color=colour, ls="--", lw=0.9, label=f"{model} sc* = {star:.2f}")
-        unwinnable = rows[rows["n"] == 0]
-        for value in sorted(set(unwinnable[x])):
-            ax.annotate(
-                "T < L*",
-                (float(value), 0.0),
-                xytext=(0, 8),
-                textcoords="offset points",
-                ha="center",
-                fontsize=6.5,
-            )
         ax.axhline(0.5, color="0.5", lw=0.7, ls=":")
         ax.set_ylim(-0.04, 1.04)
-        ax.set_xticks(sorted(set(rows[x].astype(int))))
+        ticks = sorted(set(rows[x].astype(int)))
+        ax.set_xticks(ticks, [str(t) for t in ticks], fontsize=7 if len(ticks) > 10 else 9)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("success rate (Wilson 95%)")
         ax.set_title(title, fontsize=8.5)
         handles, labels = ax.get_legend_handles_labels()
+        if (rows["n"] == 0).any():  # one key for every hollow X, not a label per point
+            handles.append(Line2D([], [], ls="none", marker="X", ms=6, mfc="white", color="0.3"))
+            labels.append("T < L*: no world fits (unwinnable)")
         fig.legend(handles, labels, loc="outside lower center", ncol=min(3, len(labels)), fontsize=7)
         return _to_svg(fig, name)

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from horizonbench.analysis.ablations import ablation_table
+from horizonbench.analysis.world_horizons import t_fine
 from horizonbench.analysis.worlds import world_tables
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import EPISODES_SCHEMA, WORLD_ANALYSIS_SCHEMAS
@@ -41,6 +42,8 @@ def write_world_analysis(cfg: Config, run_dir: Path) -> tuple[dict[str, str], di
     )
     # Table 4 (analysis/ablations.py): every level against the backdrop, paired on the world
     tables["ablations"] = ablation_table(episodes, cfg.worlds.horizon_label())
+    # Table 7 (analysis/world_horizons.py): its horizon rows, T starred as the paper does
+    tables["t_fine"] = t_fine(tables["ablations"])
     paths = {}
     for name, df in tables.items():
         dest = run_dir / f"{WORLD_ANALYSIS_PREFIX}{name}.parquet"
