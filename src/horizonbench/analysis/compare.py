@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-#: the fit whose interval defines a move (the WLS fit has no interval)
+#: the fit whose interval defines a move (the WLS fits, both forms, have no interval)
 FLAG_METHOD = "binomial_mle"
 
 #: one row per run

@@ -185,7 +185,7 @@ def _finish(out: pd.DataFrame, columns: list[str], ints: tuple[str, ...]) -> pd.
 
 
 def _wls_bins(df: pd.DataFrame, min_attempts: int) -> tuple[pd.DataFrame, int]:
-    """Per-bin rates for the WLS fit, and how many bins were too small to use.
+    """Per-bin rates for the WLS fits (both forms), and how many bins were too small to use.
 
     The regressor is the mean solution length of the bin's attempts, not the lower
     edge, so wide bins do not bias A.

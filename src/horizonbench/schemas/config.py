@@ -333,9 +333,9 @@ class GenerationSpec(_Strict):
 
 class AnalysisSpec(_Strict):
     bootstrap: int = Field(default=200, ge=0, le=100_000)
-    #: width of the L-bins the per-length table and the WLS fit use (the paper: 1)
+    #: width of the L-bins the per-length tables and the two WLS fits use (the paper: 1)
     bin_width: int = Field(default=1, ge=1, le=1000)
-    #: bins with fewer attempts than this are left out of the WLS fit
+    #: bins with fewer attempts than this are left out of the WLS fits
     min_attempts_per_bin: int = Field(default=1, ge=1)
 
 
