@@ -172,3 +172,16 @@ def test_a_fine_scan_is_drawn_as_curves_not_a_one_row_heatmap() -> None:
     episodes, label = played(spec(sc=[10, 12, 14], dd=[1, 2], horizon="relative"))
     html = _report(world_tables(episodes, bootstrap=20, horizon=label))
     assert 'id="phase-stateful_puzzle' in html and 'id="scan-stateful_puzzle' not in html
+
+
+def test_a_run_from_before_the_horizon_columns_still_renders(paper_run) -> None:
+    """Read back with today's schema, an old grid has null ``n_unwinnable`` and
+    ``horizon`` (and no ``horizons`` table): the report draws it and says so."""
+    episodes, _ = paper_run
+    tables = world_tables(episodes, bootstrap=20)
+    old = tables["grid"][tables["grid"]["n"] > 0]  # old grids had no unwinnable rows
+    tables["grid"] = old.assign(n_unwinnable=float("nan"), horizon=None)
+    tables["horizons"] = tables["horizons"].iloc[0:0]
+    html = _report(tables)
+    assert "Horizon: not recorded (a run from before the horizon setting)." in html
+    assert 'id="phase-stateful_puzzle' in html

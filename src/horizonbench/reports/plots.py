@@ -414,7 +414,8 @@ def phase_diagram_svg(
             stopped = {(r.sc, r.dd): int(r.budget_exceeded) for r in b.itertuples()}
             for r in g.itertuples():
                 y, x = dds.index(r.dd), scs.index(r.sc)
-                short = int(getattr(r, "n_unwinnable", 0) or 0)
+                short = getattr(r, "n_unwinnable", 0)  # null in a grid from before the column
+                short = 0 if short is None or short != short else int(short)
                 if r.n == 0:  # no world of the cell fits in T: marked, never blank
                     _unwinnable_cell(ax, x, y, short)
                     continue
