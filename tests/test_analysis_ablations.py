@@ -116,6 +116,10 @@ def test_an_unwinnable_level_is_shown_not_zeroed():
     table = ablations.ablation_table(pd.DataFrame(rows))
     short = table[table["level"] == "5"].iloc[0]
     assert short["n"] == 0 and math.isnan(short["p"]) and short["n_unwinnable"] == 3 and short["p_all"] == 0
+    assert short["paired"] and math.isnan(short["diff"])  # the same worlds, none measured at T = 5
+    rows = ablation_parts.ablation_rows({"ablations": table}, "stateful_puzzle")
+    assert rows.loc[rows["level"] == "5", "pairing"].item() == "paired, no world measured at both"
+    assert list(rows["level"]) == ["5", "40"]  # levels ascending, the backdrop among them
 
 
 # --- calibration over simulated studies ---------------------------------------------

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 import pandas as pd
 from markupsafe import Markup
 
+from horizonbench.analysis.ablations import level_order
 from horizonbench.reports.axis_curves import Panel, axis_curves_svg
 
 __all__ = [
@@ -56,16 +57,31 @@ def _env_rows(tables: Mapping[str, pd.DataFrame], name: str, env: str) -> pd.Dat
     return df[df["env"] == env].reset_index(drop=True)
 
 
+def _pairing(backdrop: bool, paired: bool, pairs: int) -> str:
+    if backdrop:
+        return "backdrop"
+    if not paired:
+        return "unpaired"
+    return f"paired, {pairs} worlds" if pairs else "paired, no world measured at both"
+
+
 def ablation_rows(tables: Mapping[str, pd.DataFrame], env: str) -> pd.DataFrame:
     """The ablations of ``env`` as Table 4, with the pairing spelled out and the
     backdrop's level marked ``*``; empty without ablations."""
     t = _env_rows(tables, "ablations", env)
     if t.empty:
         return t
+    # Table 4's order: axis, then level, then agent
+    rank = {axis: i for i, axis in enumerate(AXIS_LABELS)}
+    t = t.assign(
+        _a=[rank.get(str(a), len(rank)) for a in t["axis"]],
+        _l=[level_order(str(a), str(v)) for a, v in zip(t["axis"], t["level"], strict=True)],
+    )
+    t = t.sort_values(["_a", "_l", "model"], kind="stable").drop(columns=["_a", "_l"]).reset_index(drop=True)
     backdrop = t["is_backdrop"].astype(bool)
     pairing = [
-        "backdrop" if b else (f"paired, {int(k)} worlds" if paired else "unpaired")
-        for b, paired, k in zip(backdrop, t["paired"].astype(bool), t["n_pairs"], strict=True)
+        _pairing(b, p, int(k))
+        for b, p, k in zip(backdrop, t["paired"].astype(bool), t["n_pairs"], strict=True)
     ]
     return t.assign(
         level_label=[f"{v}*" if b else str(v) for v, b in zip(t["level"], backdrop, strict=True)],
