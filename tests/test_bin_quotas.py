@@ -95,3 +95,17 @@ def test_a_short_bin_with_its_own_quota_says_so():
     assert short_bins(cfg, stats) == [
         "blocks_world: 1 of 3 L bins short of their quotas (2-2: 3) after 9 candidates"
     ]
+
+
+def test_the_papers_reading_asks_up_to_its_quota_and_is_not_refused():
+    """``dedup: after`` (Algorithm 6 literally): trivial and repeated candidates take
+    quota slots before they are dropped, so every candidate counts toward what a size
+    can fill, and asking all 12 at n = 1 (at most 6 distinct puzzles) is no config error."""
+    raw = _blocks({"min": 1, "max": 4, "per_bin": 12})
+    paper = {"dedup": "after", "start_sampler": "blockwise", "goal": "walk"}
+    raw["families"]["blocks_world"]["params"] |= paper
+    check_requests(parse_config(raw))
+    # but not beyond the candidates there are (per_n x alpha = 12 per size)
+    raw["families"]["blocks_world"]["sampling"]["bins"]["per_bin"] = 13
+    with pytest.raises(ConfigError, match=r"n = 1: 12 of 13"):
+        check_requests(parse_config(raw))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -174,3 +175,38 @@ def test_the_first_100_solved_fill_the_quota_then_trivial_and_repeats_go():
     assert selector.rejections["start_is_goal"] > 0 and selector.rejections["repeated_pair"] > 0
     assert selector.slots_dropped == sum(100 - puzzles[n] for n in ns)
     assert not selector.unfilled()
+
+
+def _paper_table(tmp_path, workers: int, shard_size: int | None) -> tuple[bytes, int]:
+    """The paper reading's instance table as the generate stage streams it."""
+    from horizonbench.schemas.config import DaskSpec, FamilySpec
+    from horizonbench.tasks.cluster.client import dask_client
+    from horizonbench.tasks.generate.instances import sample_family
+    from horizonbench.tasks.run_folder.table_parts import PartWriter, part_files
+
+    spec = FamilySpec.model_validate(
+        {
+            "params": PAPER | {"ns": [1, 2, 3], "per_n": 20},
+            "sampling": {"bins": {"min": 1, "max": 4, "width": 1, "per_bin": 20}, "shard_size": shard_size},
+        }
+    )
+    dest = tmp_path / f"w{workers}-s{shard_size}"
+    family = get_family("blocks_world")
+    with (
+        dask_client(DaskSpec(n_workers=workers)) as client,
+        PartWriter(dest, family.instance_schema, "instances/blocks_world") as writer,
+    ):
+        selector = sample_family(
+            client, "blocks_world", spec, root_seed=5, window=3 * workers, sink=writer.write
+        )
+    assert not selector.unfilled() and selector.slots_dropped > 0
+    return b"".join(f.name.encode() + f.read_bytes() for f in part_files(dest)), selector.kept
+
+
+@pytest.mark.flow
+def test_the_cut_then_drop_rule_gives_the_same_bytes_for_any_workers(tmp_path):
+    """Slots taken by dropped candidates are counted in candidate order, so the kept
+    rows do not depend on workers or shard sizes."""
+    one, kept = _paper_table(tmp_path, 1, 7)
+    assert (one, kept) == _paper_table(tmp_path, 2, None)
+    assert 0 < kept < 60
