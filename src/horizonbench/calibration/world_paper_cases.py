@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from horizonbench.analysis import effect_sizes, phase, world_effects, world_shapes
-from horizonbench.calibration.base import COVERAGE_95, FALSE_POSITIVE_5, Case, Target, Trial, register
+from horizonbench.calibration.base import FALSE_POSITIVE_5, Case, Target, Trial, register
 
 #: episodes per cell of a simulated study at scale 1
 CELL_N = 100
@@ -76,18 +76,19 @@ def _h_study(rates: tuple[float, float], null: bool):
     return _interval_study(effect_sizes.cohens_h(*rates), null, read)
 
 
-H_CASE = register(
-    Case(
-        name="Cohen's h between agents (Table 10)",
-        statistic="analysis/world_effects.py model_pairs: h and its arcsine-scale Wald interval",
-        planted=f"two agents at {H_PLANTED[0]} and {H_PLANTED[1]} on one cell, {CELL_N} episodes each",
-        null=f"both at {H_NULL[0]}: an interval excluding 0 claims a difference",
-        measure="coverage",
-        planted_study=_h_study(H_PLANTED, null=False),
-        planted_target=COVERAGE_95,
-        null_study=_h_study(H_NULL, null=True),
-        null_target=FALSE_POSITIVE_5,
-    )
+def _coverage_case(name: str, statistic: str, planted: str, null: str, study) -> Case:
+    """An interval's case: ``study(null)`` builds an arm's study; coverage of the planted
+    effect in 0.90-0.98, an interval excluding 0 under no effect at most 0.05."""
+    arms = {"planted_study": study(False), "null_study": study(True)}
+    return register(Case(name, statistic, planted, null, "coverage", **arms))
+
+
+H_CASE = _coverage_case(
+    "Cohen's h between agents (Table 10)",
+    "analysis/world_effects.py model_pairs: h and its arcsine-scale Wald interval",
+    f"two agents at {H_PLANTED[0]} and {H_PLANTED[1]} on one cell, {CELL_N} episodes each",
+    f"both at {H_NULL[0]}: an interval excluding 0 claims a difference",
+    lambda null: _h_study(H_NULL if null else H_PLANTED, null),
 )
 
 
@@ -122,18 +123,12 @@ def _delta_study(rates: tuple[float, float], null: bool):
     return _interval_study(rates[1] - rates[0], null, read)
 
 
-DELTA_CASE = register(
-    Case(
-        name="Cliff's delta of an ablation (Table 5)",
-        statistic="analysis/world_effects.py ablation_deltas: delta and its Newcombe interval",
-        planted=f"backdrop {DELTA_PLANTED[0]}, ablated level {DELTA_PLANTED[1]}, {CELL_N} episodes each",
-        null=f"both at {DELTA_PLANTED[0]}: an interval excluding 0 claims an effect",
-        measure="coverage",
-        planted_study=_delta_study(DELTA_PLANTED, null=False),
-        planted_target=COVERAGE_95,
-        null_study=_delta_study((DELTA_PLANTED[0], DELTA_PLANTED[0]), null=True),
-        null_target=FALSE_POSITIVE_5,
-    )
+DELTA_CASE = _coverage_case(
+    "Cliff's delta of an ablation (Table 5)",
+    "analysis/world_effects.py ablation_deltas: delta and its Newcombe interval",
+    f"backdrop {DELTA_PLANTED[0]}, ablated level {DELTA_PLANTED[1]}, {CELL_N} episodes each",
+    f"both at {DELTA_PLANTED[0]}: an interval excluding 0 claims an effect",
+    lambda null: _delta_study((DELTA_PLANTED[0], DELTA_PLANTED[0]) if null else DELTA_PLANTED, null),
 )
 
 
