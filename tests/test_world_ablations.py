@@ -155,3 +155,18 @@ def test_config_ablations_reach_the_study() -> None:
 def test_bad_ablations_name_the_problem(ablations: dict, extra: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(".", r"\.")):
         _worlds(ablations=ablations, **extra)
+
+
+def test_a_relative_horizon_keeps_the_ablation_label_and_the_pairing() -> None:
+    """T = ceil(factor x L*) is read from the world, so an ablated episode gets the
+    backdrop's T and keeps its label (its id stays distinct)."""
+    from horizonbench.datasets.worlds.study import resolve_horizon
+
+    study = _study("stateful_puzzle", 5, 1, horizon_factor=1.5, ablations={"observation": ["partial"]})
+    episodes = [resolve_horizon(ep, 1.5) for ep in study.episodes(0)]
+    base = {ep.seed: ep for ep in episodes if not ep.ablation}
+    ablated = [ep for ep in episodes if ep.ablation]
+    assert len(ablated) == len(base) == 4
+    for ep in ablated:
+        assert ep.ablation == "observation=partial"
+        assert ep.spec.horizon == base[ep.seed].spec.horizon
