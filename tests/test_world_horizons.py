@@ -153,6 +153,8 @@ def test_a_world_only_report_opens_with_its_own_summary(paper_run) -> None:
     html = _report(world_tables(episodes, bootstrap=20, horizon=label))
     summary = re.sub(r"\s+", " ", re.search(r'<section id="summary">(.*?)</section>', html, re.S).group(1))
     assert "No model was evaluated" not in summary
+    assert "How success collapses with logical depth L" not in html  # the maze's lead
+    assert "Where agents' world models collapse" in html
     assert "World-model study: 1 environment (stateful_puzzle)" in summary
     assert summary.count("paper T=40") == 2  # one row per agent names the horizon
     assert "<td>stateful_puzzle</td><td>bounded-12</td>" in re.sub(r'\s*class="num"', "", summary)
