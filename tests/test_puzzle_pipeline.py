@@ -146,6 +146,14 @@ def test_offline_puzzles_both_modes_then_export_loads_in_hf_datasets(tmp_path, p
     again = json.loads((tmp_path / "pooled" / "export.json").read_text())
     # n = 1..3 pooled: ceil(18 / 5) = 4 validation puzzles (per n: 1 + 1 + 1)
     assert again["hanoi"]["split_rule"] == "pooled" and again["hanoi"]["validation"]["instances"] == 4
+    # without --split, the run config's export.split decides
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["config"]["export"] = {"split": "pooled"}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    argv = ["export", "--run", str(out), "--format", "parquet", "--dest", str(tmp_path / "cfg")]
+    by_config = _run(argv, env)
+    assert by_config.returncode == 0, by_config.stderr
+    assert json.loads((tmp_path / "cfg" / "export.json").read_text())["hanoi"]["split_rule"] == "pooled"
     import datasets
 
     files = {s: str(out / "exports" / "hanoi" / f"{s}.parquet") for s in ("train", "validation", "ood")}
