@@ -174,6 +174,8 @@ def test_a_fine_scan_is_drawn_as_curves_not_a_one_row_heatmap() -> None:
     episodes, label = played(spec(sc=[10, 12, 14], dd=[1, 2], horizon="relative"))
     html = _report(world_tables(episodes, bootstrap=20, horizon=label))
     assert 'id="phase-stateful_puzzle' in html and 'id="scan-stateful_puzzle' not in html
+    # its title names the horizon, and claims no hatched cell where every world fits
+    assert "stateful_puzzle, horizon relative T=ceil(1.5 L*)</text>" in html.replace("\n", "")
 
 
 def test_a_run_from_before_the_horizon_columns_still_renders(paper_run) -> None:

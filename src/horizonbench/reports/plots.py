@@ -451,7 +451,8 @@ def phase_diagram_svg(
             fig.colorbar(image, ax=list(axes[: len(models)]), shrink=0.8, label="success rate (red: sc*)")
         horizon = _horizon_of(rows)
         if horizon:
-            fig.suptitle(f"{env}, horizon {horizon} (hatched: unwinnable, every L* > T)", fontsize=8)
+            dead = " (hatched: unwinnable, every L* > T)" if (rows["n"] == 0).any() else ""
+            fig.suptitle(f"{env}, horizon {horizon}{dead}", fontsize=8)
         return _to_svg(fig, name)
 
 
