@@ -210,3 +210,19 @@ def test_the_cut_then_drop_rule_gives_the_same_bytes_for_any_workers(tmp_path):
     one, kept = _paper_table(tmp_path, 1, 7)
     assert (one, kept) == _paper_table(tmp_path, 2, None)
     assert 0 < kept < 60
+
+
+def test_the_report_says_how_many_quota_slots_went_to_dropped_candidates():
+    from horizonbench.tasks.report.run_info import report_counts
+
+    gen = {
+        "family": "blocks_world",
+        "kept": 6,
+        "candidates_considered": 100,
+        "candidates_certified": 6,
+        "rejections": {"start_is_goal": 30, "repeated_pair": 64},
+        "unfilled_bins": {},
+    }
+    lines = report_counts({"generation": [gen | {"quota_slots_dropped": 94}]})
+    assert lines["blocks_world: quota slots to dropped trivial or repeated candidates"] == 94
+    assert not any("quota slots" in k for k in report_counts({"generation": [gen]}))

@@ -76,6 +76,8 @@ def report_counts(counts: dict[str, Any]) -> dict[str, Any]:
         out[f"{fam}: candidates certified"] = g["candidates_certified"]
         out[f"{fam}: rejected"] = g["rejections"] or "none"
         out[f"{fam}: bins short of quota"] = g["unfilled_bins"] or "none"
+        if g.get("quota_slots_dropped"):  # Algorithm 6's "up to M" (Blocks World dedup: after)
+            out[f"{fam}: quota slots to dropped trivial or repeated candidates"] = g["quota_slots_dropped"]
     for model, c in counts.get("attempts", {}).get("models", {}).items():
         out[f"{model}: attempts"] = f"{c['attempts']} ({c['answered']} answered, {c['reused']} reused)"
         failed = ", ".join(f"{k} {v}" for k, v in c["failed_by_class"].items())
