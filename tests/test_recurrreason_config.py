@@ -156,3 +156,26 @@ def test_a_kept_trivial_board_is_solved_by_an_empty_plan_or_stop():
     nxt = next(t for _, t in fam.puzzle.successors(moved.state, fam.rules_of(row)))
     moved.feed(f"Next state: {fam.puzzle.format_state(nxt)}")
     assert moved.done and not moved.solved and moved.failure is not None
+
+
+def test_the_instance_suite_holds_the_flag_to_the_ends(tmp_path):
+    """Great Expectations: 0 moves only with start_is_goal, and the flag says exactly
+    whether the start is the goal."""
+    import pyarrow as pa
+
+    from horizonbench.schemas.expectations import puzzle_suite
+    from horizonbench.tasks.validate.checks import validate_frame
+
+    fam = get_family("checkers")
+    params = fam.params_model.model_validate({"ns": [1, 2], "keep_trivial": True})
+    rows = [fam.generate_candidate(params, 0, i).row for i in range(fam.candidate_count(params))]
+    df = pa.Table.from_pylist(rows, schema=fam.instance_schema).to_pandas()
+    df["_trajectory_problem"] = "ok"  # the validate task adds it (a replay by the family)
+    good = validate_frame(df, "instances/checkers", puzzle_suite("checkers"), tmp_path)
+    assert good["success"], good["failures"]
+    trivial = int(df.index[df["start_is_goal"]][0])
+    for flip in (trivial, int(df.index[~df["start_is_goal"]][0])):
+        bad = df.copy()
+        bad.loc[flip, "start_is_goal"] = not bool(bad.loc[flip, "start_is_goal"])
+        result = validate_frame(bad, "instances/checkers", puzzle_suite("checkers"), tmp_path)
+        assert not result["success"] and any("start_is_goal" in f for f in result["failures"]), result
