@@ -149,6 +149,7 @@ def test_config_ablations_reach_the_study() -> None:
         ({"branching": [0]}, {}, "ablations.branching: branching: must be in"),
         ({"observation": ["foggy"]}, {}, "ablations.observation: observation: must be one of"),
         ({"horizon": [10]}, {"horizon_factor": 1.5}, "ablations.horizon: T is ablated around a fixed T"),
+        ({"horizon": [10]}, {"horizon": "relative"}, "ablations.horizon: T is ablated around a fixed T"),
         ({"horizon": [10], "T": [20]}, {}, "ablations: horizon given twice"),
     ],
 )

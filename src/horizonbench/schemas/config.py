@@ -549,7 +549,7 @@ class WorldsSpec(_Strict):
 
     def _check_ablations(self, regime: Any) -> None:
         """Each ablated axis known, its levels distinct and valid on every cell; the
-        horizon is ablated only where T is fixed (not relative, not a T scan)."""
+        horizon is ablated only where T is fixed (not relative)."""
         from horizonbench.schemas.worlds import StressSpec
 
         unknown = sorted(set(self.ablations) - set(_AXES))
@@ -560,8 +560,8 @@ class WorldsSpec(_Strict):
                 raise ValueError(f"ablations.{axis}: list at least one level")
             if len({repr(v) for v in levels}) != len(levels):
                 raise ValueError(f"ablations.{axis}: levels must be distinct, got {levels}")
-            if axis == "horizon" and (self.horizon_factor is not None or isinstance(self.horizon, tuple)):
-                raise ValueError("ablations.horizon: T is ablated around a fixed T, not a relative T or scan")
+            if axis == "horizon" and self.horizon_factor is not None:
+                raise ValueError("ablations.horizon: T is ablated around a fixed T, not a relative one")
             for level in levels:
                 values = {"horizon": regime.horizon, "branching": regime.branching}
                 values |= {"observation": regime.observation, "mutation": regime.mutation, **self.axes}
