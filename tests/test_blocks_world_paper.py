@@ -226,3 +226,7 @@ def test_the_report_says_how_many_quota_slots_went_to_dropped_candidates():
     lines = report_counts({"generation": [gen | {"quota_slots_dropped": 94}]})
     assert lines["blocks_world: quota slots to dropped trivial or repeated candidates"] == 94
     assert not any("quota slots" in k for k in report_counts({"generation": [gen]}))
+    overlap = {"split_rule": "pooled", "validation": {"steps": 19, "in_train": 2, "share": 2 / 19}}
+    lines = report_counts({"generation": [gen | {"step_overlap": overlap}]})
+    key = "blocks_world: validation steps repeating a training step (pooled split)"
+    assert lines[key] == "2 of 19 (10.5%)"

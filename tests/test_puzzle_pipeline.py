@@ -141,6 +141,12 @@ def test_offline_puzzles_both_modes_then_export_loads_in_hf_datasets(tmp_path, p
     crossing = summary["river_crossing"]["overlap"]["validation"]
     assert crossing["steps"] == summary["river_crossing"]["validation"]["rows"] and crossing["in_train"] > 0
     assert "validation steps" in exp.stdout and "repeat a training step" in exp.stdout
+    # the run's manifest and report carry the same overlap (the generation stats)
+    generation = json.loads((out / "manifest.json").read_text())["counts"]["generation"]
+    recorded = {g["family"]: g["step_overlap"] for g in generation}
+    for name in ("hanoi", "river_crossing"):
+        assert recorded[name] == {"split_rule": "per_n", **summary[name]["overlap"]}
+    assert f"{crossing['in_train']} of {crossing['steps']}" in html
     pooled = _run(["export", "--run", str(out), "--split", "pooled", "--dest", str(tmp_path / "pooled")], env)
     assert pooled.returncode == 0, pooled.stderr
     again = json.loads((tmp_path / "pooled" / "export.json").read_text())

@@ -106,6 +106,16 @@ def step_overlap(steps: Iterable[Mapping[str, Any]], rule_columns: Sequence[str]
     return out
 
 
+def split_overlap(
+    rows: Sequence[Mapping[str, Any]], seed: int, rule: SplitRule, rule_columns: Sequence[str]
+) -> dict[str, Any]:
+    """:func:`step_overlap` of the instances as ``horizonbench export`` splits them (same
+    seed and rule), for the generation stats and the report."""
+    splits = assign_splits(rows, seed, rule)
+    steps = (s for r in rows for s in step_rows(r, splits[str(r["instance_id"])], rule_columns))
+    return {"split_rule": rule, **step_overlap(steps, rule_columns)}
+
+
 def step_rows(row: Mapping[str, Any], split: str, rule_columns: Sequence[str]) -> list[dict[str, Any]]:
     """The L + 1 step rows of one instance."""
     states, moves = list(row["states"]), list(row["moves"])

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from horizonbench.core.registry import get_family
+from horizonbench.datasets.puzzles.steps import split_overlap
 from horizonbench.datasets.sampling import Selector
 from horizonbench.datasets.shards import NOT_NEEDED, ShardBatch, generate_shard_batch
 from horizonbench.schemas.config import Config, FamilySpec
@@ -31,7 +32,7 @@ from horizonbench.tasks.generate.shard_cache import (
 )
 from horizonbench.tasks.run_folder.layout import instances_rel
 from horizonbench.tasks.run_folder.storage import staged
-from horizonbench.tasks.run_folder.table_parts import PartWriter
+from horizonbench.tasks.run_folder.table_parts import PartWriter, read_parts
 
 #: shards a family's sampler may hold per slot of its window: results that arrived
 #: before their turn wait in the queue without taking a slot (bounded, since each is a
@@ -56,6 +57,9 @@ class GenerationStats:
     #: quota slots taken by solved candidates dropped after the cut (Algorithm 6's
     #: trivial and repeated ones, Blocks World ``dedup: after``): bins hold "up to" M
     slots_dropped: int = 0
+    #: puzzles: validation / OOD steps that repeat a training step under the export's
+    #: split (``export.split``, the run seed), as ``horizonbench export`` reports it
+    step_overlap: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +72,7 @@ class GenerationStats:
             "candidates_generated": self.generated,
             "candidates_from_cache": self.from_cache,
             "quota_slots_dropped": self.slots_dropped,
+            "step_overlap": self.step_overlap,
             "path": self.path,
         }
 
@@ -533,6 +538,11 @@ def _generate_families(
                 from_cache=counts.from_cache,
                 slots_dropped=selector.slots_dropped,
             )
+            rule_fields = getattr(family, "rule_fields", None)
+            if rule_fields is not None and st.kept:
+                rows = read_parts(staged(run_dir, rel)).to_pylist()
+                rules = [f.name for f in rule_fields]
+                st.step_overlap = split_overlap(rows, cfg.run.seed, cfg.export.split, rules)
             if log is not None:
                 log(
                     f"{name}: kept {st.kept} of {st.considered} candidates ({st.certified} certified, "

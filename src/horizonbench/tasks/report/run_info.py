@@ -78,6 +78,12 @@ def report_counts(counts: dict[str, Any]) -> dict[str, Any]:
         out[f"{fam}: bins short of quota"] = g["unfilled_bins"] or "none"
         if g.get("quota_slots_dropped"):  # Algorithm 6's "up to M" (Blocks World dedup: after)
             out[f"{fam}: quota slots to dropped trivial or repeated candidates"] = g["quota_slots_dropped"]
+        overlap = g.get("step_overlap")
+        if overlap:  # puzzles: what the export's validation steps share with training
+            v = overlap["validation"]
+            out[f"{fam}: validation steps repeating a training step ({overlap['split_rule']} split)"] = (
+                f"{v['in_train']} of {v['steps']} ({100 * v['share']:.1f}%)"
+            )
     for model, c in counts.get("attempts", {}).get("models", {}).items():
         out[f"{model}: attempts"] = f"{c['attempts']} ({c['answered']} answered, {c['reused']} reused)"
         failed = ", ".join(f"{k} {v}" for k, v in c["failed_by_class"].items())
