@@ -2,6 +2,9 @@
 
 Candidates are considered strictly in candidate-index order and each bin keeps the
 first ``per_bin`` candidates that fall in it (``quotas[lo]`` for a bin given its own).
+A rejected candidate that still carries a length (``Candidate.quota_difficulty``: the
+paper's Algorithm 6 counts trivial and repeated solutions among its first M, then drops
+them) takes a slot without a row, so such a bin holds "up to" its quota.
 The result therefore depends only on the seeds, never on how many workers generated
 them or in what order they finished.
 
