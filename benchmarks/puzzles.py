@@ -3,8 +3,9 @@
 Three figures, measured in this run on this machine:
 
 - ``shared``: every configuration of ``configs/recurrreason.yaml`` certified the way the
-  families do it (one search from each shared goal, the River Crossing quotient, A* for
-  Blocks World), in a fresh process so no cache is warm;
+  families do it (one search from each shared goal, the River Crossing quotient, Blocks
+  World by its config's search: Algorithm 5's BFS with N_max in the paper reading, the
+  first per_bin solved per n filling the quota), in a fresh process so no cache is warm;
 - ``per-instance BFS``: the baseline, one plain breadth-first search from each start
   (the paper's Algorithms 2, 3 and 5), on a deterministic sample of each family's
   configurations per n (extrapolated to all of them; the sample size is printed);
