@@ -16,12 +16,11 @@ from horizonbench.datasets.puzzles.base import Certificate, Configuration, Unsol
 from horizonbench.datasets.puzzles.blocks_world import (
     BlocksWorld,
     BlocksWorldParams,
-    _astar,
     _draw_blockwise,
-    bfs_algorithm5,
     draw_pair,
     random_walk,
 )
+from horizonbench.datasets.puzzles.blocks_world_search import _astar, bfs_algorithm5
 from horizonbench.datasets.sampling import Selector
 from horizonbench.datasets.shards import generate_shard
 from horizonbench.schemas.config import SamplingSpec
@@ -81,7 +80,7 @@ def test_bfs_plans_are_legal_optimal_and_cut_only_by_the_limit(n, k, data):
 def test_written_out_moves_are_the_successors_in_order(n, k, data):
     """The BFS's successor lists (3 stacks written out, the others by a loop) are the
     rules' successors in the rules' order: pop counts depend on that order."""
-    from horizonbench.datasets.puzzles.blocks_world import _moves3, _moves_any
+    from horizonbench.datasets.puzzles.blocks_world_search import _moves3, _moves_any
 
     state = data.draw(states(n, k))
     keyed = tuple("".join(s) for s in state)

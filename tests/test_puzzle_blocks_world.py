@@ -28,6 +28,7 @@ from horizonbench.datasets.puzzles.blocks_world import (
     all_states,
     count_states,
 )
+from horizonbench.datasets.puzzles.blocks_world_search import _Goal
 
 BW = BlocksWorld()
 DEFAULT = BlocksWorldParams()
@@ -80,7 +81,7 @@ def test_heuristic_is_admissible_and_consistent() -> None:
     for n, k in [(3, 3), (4, 3), (5, 3), (4, 4)]:
         for _ in range(6):
             goal = bwm._draw_state(rng, n, k)
-            facts = bwm._Goal(tuple("".join(s) for s in goal))
+            facts = _Goal(tuple("".join(s) for s in goal))
             dist = distance_map(goal, lambda s, k=k: (t for _, t in BW.successors(s, {"num_stacks": k})))
             assert len(dist) == count_states(n, k)
 
