@@ -16,6 +16,8 @@ import pytest
 from scipy import stats
 
 from horizonbench.analysis import worlds
+from horizonbench.analysis.ablations import ablation_table
+from horizonbench.analysis.world_horizons import t_fine
 from horizonbench.datasets.worlds.episode import EPISODE_INFO_DEFAULTS
 from horizonbench.schemas.tables import EPISODES_SCHEMA, WORLD_ANALYSIS_SCHEMAS
 from horizonbench.tasks.analyse import stage as analyse_stage
@@ -262,7 +264,11 @@ def test_offline_only_studies_have_an_empty_harness_table_of_the_right_schema():
 
 
 def test_every_world_table_matches_its_schema():
-    tables = worlds.world_tables(pd.concat([model_study(), hand_made()], ignore_index=True), bootstrap=0)
+    episodes = pd.concat([model_study(), hand_made()], ignore_index=True)
+    tables = worlds.world_tables(episodes, bootstrap=0)
+    # Tables 4 and 7 come from every episode, ablated ones included, as the stage writes them
+    tables["ablations"] = ablation_table(episodes, "paper T=40")
+    tables["t_fine"] = t_fine(tables["ablations"])
     assert set(tables) == set(WORLD_ANALYSIS_SCHEMAS)
     for name, df in tables.items():
         assert list(df.columns) == WORLD_ANALYSIS_SCHEMAS[name].names, name
@@ -280,7 +286,9 @@ def test_analyse_worlds_writes_the_harness_table_and_read_world_analysis_reads_i
     monkeypatch.setattr(analyse_stage, "get_run_logger", lambda: logging.getLogger("test"))
     run = _run_with_episodes(tmp_path, hand_made())
     cfg = SimpleNamespace(
-        worlds=SimpleNamespace(delta0=0.3), analysis=SimpleNamespace(bootstrap=0), run=SimpleNamespace(seed=0)
+        worlds=SimpleNamespace(delta0=0.3, horizon_label=lambda: "paper T=40"),
+        analysis=SimpleNamespace(bootstrap=0),
+        run=SimpleNamespace(seed=0),
     )
     paths = analyse_stage.analyse_worlds.fn(cfg, str(run))
     assert Path(paths["harness"]) == run / "analysis" / "worlds_harness.parquet"

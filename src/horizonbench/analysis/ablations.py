@@ -31,7 +31,6 @@ import math
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from horizonbench.analysis import phase, worlds
 from horizonbench.analysis.world_effects import ablation_labels, newcombe_interval
@@ -91,6 +90,8 @@ def mcnemar_exact(b: int, c: int) -> float:
     """Two-sided exact McNemar p: the discordant pairs against a fair coin (1 when none)."""
     if b + c == 0:
         return 1.0
+    from scipy import stats  # lazily: 0.3 s of imports that only these tests need
+
     return float(stats.binomtest(b, b + c, 0.5).pvalue)
 
 
@@ -158,6 +159,8 @@ def _compare(level: pd.DataFrame, base: pd.DataFrame) -> dict[str, object]:
     kl, kb = int(lv.sum()), int(bs.sum())
     low, high = newcombe_interval(kl, lv.size, kb, bs.size)
     table = [[kl, lv.size - kl], [kb, bs.size - kb]]
+    from scipy import stats  # lazily, as in mcnemar_exact
+
     return {
         "diff": kl / lv.size - kb / bs.size, "diff_low": low, "diff_high": high,
         "paired": False, "n_pairs": 0, "p_value": float(stats.fisher_exact(table)[1]),
