@@ -6,6 +6,7 @@ and the table written by the analysis stage."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -220,3 +221,20 @@ def test_the_analysis_stage_writes_the_ablations_table(tmp_path):
     back = read_world_analysis(tmp_path)
     assert back is not None and len(back["ablations"]) == 2
     assert np.isfinite(written.loc[1, "diff"])
+
+
+def test_a_whole_ablated_grid_wraps_its_panels_and_names_its_cells_in_short():
+    """An ablation on every cell of a grid (the demo's: 10 cells) draws at most
+    MAX_PANELS_PER_ROW panels a row and a title that counts the cells instead of naming
+    each; one strip of ten panels ran to 1,924 pt and its title off the figure."""
+    grid = ((5, 6, 7, 8, 9), (1, 2))
+    study = Study(("stateful_puzzle",), "III", *grid, 2, 1, ablations={"mutation": ("high",)})
+    rows, _ = run_shard(study.episodes(0), [AgentSpec("oracle", "oracle")])
+    tables = {"ablations": ablations.ablation_table(pd.DataFrame(rows), "paper T=40")}
+    svg = str(ablation_parts.ablation_figure(tables, "stateful_puzzle"))
+    assert "10 cells (sc 5, 6, 7, 8, 9 x dd 1, 2)" in svg
+    assert "sc = 5, dd = 1, sc = 5" not in svg
+    width = float(re.search(r'<svg[^>]* width="([0-9.]+)pt"', svg).group(1))
+    per_panel = 2.6 * 72  # the figure's inches per panel, in points
+    assert width < (ablation_parts.MAX_PANELS_PER_ROW + 1) * per_panel  # ten in a row: 1,924
+    assert svg.count("mutation level (sc") == 10  # every cell still has its panel

@@ -91,9 +91,18 @@ def ablation_rows(tables: Mapping[str, pd.DataFrame], env: str) -> pd.DataFrame:
     )
 
 
+#: panels side by side in the ablation figure before it wraps to a new row
+MAX_PANELS_PER_ROW = 4
+
+
 def _cell_text(t: pd.DataFrame) -> str:
+    """The ablated cells by name, or, beyond three (a whole grid ablated), their count and
+    ranges: a title that names ten cells runs off the figure."""
     cells = sorted({(int(s), int(d)) for s, d in zip(t["sc"], t["dd"], strict=True)})
-    return ", ".join(f"sc = {s}, dd = {d}" for s, d in cells)
+    if len(cells) <= 3:
+        return ", ".join(f"sc = {s}, dd = {d}" for s, d in cells)
+    scs, dds = sorted({s for s, _ in cells}), sorted({d for _, d in cells})
+    return f"{len(cells)} cells (sc {', '.join(map(str, scs))} x dd {', '.join(map(str, dds))})"
 
 
 def ablation_figure(tables: Mapping[str, pd.DataFrame], env: str) -> Markup | None:
@@ -111,7 +120,9 @@ def ablation_figure(tables: Mapping[str, pd.DataFrame], env: str) -> Markup | No
         panels.append(Panel(part, levels, "level", title, str(base.iloc[0]) if len(base) else None))
     horizon = str(t["horizon"].iloc[0]) if "horizon" in t and t["horizon"].notna().any() else ""
     title = f"{env}: one-axis ablations at {_cell_text(t)}" + (f", backdrop {horizon}" if horizon else "")
-    return Markup(axis_curves_svg([panels], f"ablations-{env}", title))
+    # at most MAX_PANELS_PER_ROW panels a row: a whole ablated grid would be one strip
+    rows = [panels[i : i + MAX_PANELS_PER_ROW] for i in range(0, len(panels), MAX_PANELS_PER_ROW)]
+    return Markup(axis_curves_svg(rows, f"ablations-{env}", title))
 
 
 def ablation_caption(tables: Mapping[str, pd.DataFrame], env: str) -> str:
