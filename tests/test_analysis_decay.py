@@ -107,6 +107,24 @@ def test_increasing_success_is_no_decay() -> None:
     assert fit.L0 == math.inf and "does not decay" in (fit.note or "")
 
 
+def test_rising_wls_fit_is_a_level_within_the_data_not_below_it() -> None:
+    """Issue 25 review: a rising line's intercept made the flat L0 = inf curve lie
+    below every bin (demo noisy-2pct: A = 0.23 under bins >= 0.33); A is now the
+    slope-0 level, which lies between the lowest and highest bin."""
+    rates = np.array([0.33, 0.4, 0.5, 0.6])
+    fit = fit_wls_prefactor(np.array([2.0, 4.0, 6.0, 8.0]), rates)
+    assert fit.L0 == math.inf and fit.note is not None and fit.note.startswith("no decay")
+    assert rates.min() <= fit.A <= rates.max()
+
+
+def test_prefactor_above_certainty_is_noted() -> None:
+    """A > 1 (P(0) above certainty, demo rising-1pct: 6.25) is flagged in the note."""
+    fit = fit_wls_prefactor(np.array([10.0, 20.0, 30.0]), np.array([0.9, 0.4, 0.15]))
+    assert fit.A > 1 and "above certainty" in (fit.note or "")
+    plain = fit_wls_prefactor(np.array([10.0, 20.0, 30.0]), np.array([0.5, 0.25, 0.125]))
+    assert plain.A <= 1 and plain.note is None
+
+
 def test_bootstrap_is_deterministic_given_seed() -> None:
     L, success, cluster = _simulate(seed=5, instances=300)
     a = fit_binomial_mle(L, success, cluster, bootstrap=30, seed=11)

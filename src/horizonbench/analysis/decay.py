@@ -177,12 +177,34 @@ def _fit_wls(L: np.ndarray, success_rate: np.ndarray, n: np.ndarray | None, thro
     if not through_origin and np.unique(xs).size < 2:
         return result(math.nan, math.nan, False, "fewer than 2 distinct L with successes")
     slope, intercept = _wls_paper_weights(xs, ys, through_origin)
-    A = math.exp(intercept)
     if not math.isfinite(slope):
         return result(math.nan, math.nan, False, "WLS slope is not finite")
     if slope >= 0:
-        return result(math.inf, A, True, "success does not decay with L (slope >= 0)")
-    return result(-1.0 / slope, A, True)
+        # No decay: the rising line's intercept would put a flat L0 = inf curve below
+        # every bin, so A is refitted with slope 0 (the paper-weighted mean log level).
+        A = 1.0 if through_origin else math.exp(_wls_level(ys))
+        why = f"no decay: success does not decay with L (WLS slope {slope:.3g} >= 0); A refitted at slope 0"
+        return result(math.inf, A, True, _above_certainty(why, A))
+    A = math.exp(intercept)
+    return result(-1.0 / slope, A, True, _above_certainty(None, A))
+
+
+def _wls_level(y: np.ndarray) -> float:
+    """The slope-0 fit of ``y`` with the paper's weights (mean, then 1/resid^2 weights)."""
+    resid = y - float(np.mean(y))
+    rms = float(np.sqrt(np.mean(resid**2)))
+    floor = max(_RESID_FLOOR_ABS, _RESID_FLOOR_REL * rms)
+    weights = 1.0 / np.maximum(np.abs(resid), floor) ** 2
+    return float(np.sum(weights * y) / np.sum(weights))
+
+
+def _above_certainty(why: str | None, A: float) -> str | None:
+    """Add a note when the prefactor A exceeds 1: P(0) above certainty, so the fit
+    does not describe short plans (the drawn curve is capped at 1)."""
+    if not A > 1:
+        return why
+    flag = f"A = {A:.3g} > 1 (prefactor above certainty)"
+    return flag if why is None else f"{why}; {flag}"
 
 
 # ---------------------------------------------------------------------------
