@@ -149,42 +149,53 @@ def success_vs_length_svg(
     name = "success-log" if log else "success-lin"
     if by_length.empty:
         return _placeholder(name, "no scored attempts")
+    with _figure(name, figsize=(9.0, 4.2)) as fig:
+        draw_success_vs_length(fig, by_length, fits, log=log, bin_width=bin_width)
+        return _to_svg(fig, name)
+
+
+def draw_success_vs_length(
+    fig: Figure, by_length: pd.DataFrame, fits: pd.DataFrame, *, log: bool, bin_width: int
+) -> Axes:
+    """Draw :func:`success_vs_length_svg`'s figure on ``fig`` (apart, so a test can read
+    where matplotlib put the legend). The legend sits outside the axes, right of them:
+    with two models and three fits each it has ~15 entries, which inside hid the data."""
     models = _models(by_length, fits)
     colours = _colours(models)
-    with _figure(name) as fig:
-        ax = fig.add_subplot()
-        centres = bin_centres(by_length["L"].to_numpy(), bin_width)
-        grid = np.linspace(float(centres.min()), float(centres.max()), 200)
-        for i, model in enumerate(models):
-            rows = by_length[by_length["model"] == model]
-            rate = rows["success_rate"].to_numpy(dtype=float)
-            shown = rate > 0 if log else np.isfinite(rate)
-            x = bin_centres(rows["L"].to_numpy()[shown], bin_width)
-            low, high = wilson_interval(
-                rows["successes"].to_numpy(dtype=float)[shown], rows["attempts"].to_numpy(dtype=float)[shown]
-            )
-            points, _, (bars,) = ax.errorbar(
-                x,
-                rate[shown],
-                yerr=np.vstack([rate[shown] - low, high - rate[shown]]).reshape(2, -1),
-                fmt="o",
-                ms=3.5,
-                elinewidth=0.8,
-                color=colours[model],
-                label=f"{model} (observed, 95% Wilson)",
-            )
-            points.set_gid(f"points-{i}")
-            bars.set_gid(f"interval-{i}")
-            _draw_fits(ax, fits, model, grid, colours[model])
-        width = f", bins of {bin_width} at their centres" if bin_width > 1 else ""
-        ax.set_xlabel(f"logical depth L (solution length){width}")
-        ax.set_ylabel("success rate")
-        if log:
-            ax.set_yscale("log")
-        else:
-            ax.set_ylim(-0.03, 1.03)
-        ax.legend(fontsize=7, loc="best")
-        return _to_svg(fig, name)
+    fig.set_layout_engine("constrained")
+    ax = fig.add_subplot()
+    centres = bin_centres(by_length["L"].to_numpy(), bin_width)
+    grid = np.linspace(float(centres.min()), float(centres.max()), 200)
+    for i, model in enumerate(models):
+        rows = by_length[by_length["model"] == model]
+        rate = rows["success_rate"].to_numpy(dtype=float)
+        shown = rate > 0 if log else np.isfinite(rate)
+        x = bin_centres(rows["L"].to_numpy()[shown], bin_width)
+        low, high = wilson_interval(
+            rows["successes"].to_numpy(dtype=float)[shown], rows["attempts"].to_numpy(dtype=float)[shown]
+        )
+        points, _, (bars,) = ax.errorbar(
+            x,
+            rate[shown],
+            yerr=np.vstack([rate[shown] - low, high - rate[shown]]).reshape(2, -1),
+            fmt="o",
+            ms=3.5,
+            elinewidth=0.8,
+            color=colours[model],
+            label=f"{model} (observed, 95% Wilson)",
+        )
+        points.set_gid(f"points-{i}")
+        bars.set_gid(f"interval-{i}")
+        _draw_fits(ax, fits, model, grid, colours[model])
+    width = f", bins of {bin_width} at their centres" if bin_width > 1 else ""
+    ax.set_xlabel(f"logical depth L (solution length){width}")
+    ax.set_ylabel("success rate")
+    if log:
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(-0.03, 1.03)
+    fig.legend(fontsize=7, loc="outside right upper")
+    return ax
 
 
 def _draw_fits(ax: Axes, fits: pd.DataFrame, model: str, grid: np.ndarray, colour: str) -> None:
@@ -201,8 +212,17 @@ def _draw_fits(ax: Axes, fits: pd.DataFrame, model: str, grid: np.ndarray, colou
             linestyle=style,
             color=colour,
             lw=1.2,
-            label=f"{model} {label}, L0={_format_l0(float(fit['L0']))}",
+            label=_fit_label(model, label, float(fit["L0"]), float(fit["A"])),
         )
+
+
+def _fit_label(model: str, label: str, L0: float, A: float) -> str:
+    """Legend text of a fitted curve: a flat L0 = inf fit says "no decay" and the level
+    it draws, and a prefactor above 1 (drawn capped at 1) says so."""
+    if math.isinf(L0):
+        return f"{model} {label}: no decay (L0=inf), level {A:.2g}"
+    above = f", A={A:.3g} > 1" if A > 1 else ""
+    return f"{model} {label}, L0={_format_l0(L0)}{above}"
 
 
 def metrics_vs_length_svg(by_length: pd.DataFrame, bin_width: int = 1) -> str:
