@@ -374,3 +374,48 @@ def test_the_report_shows_the_prompt_escaped_and_every_new_section(data):
     for axis in ("noise_ratio", "num_keys", "shuffle_ratio", "shots"):
         for measure in ("progress", "tokens"):
             assert f'id="sweep-maze-{axis}-{measure}-figure_1"' in html
+
+
+# --- coinciding settings and integer axes (issue 25 review) -----------------------------
+
+
+def _with_a_copy(table: pd.DataFrame, model: str, source: str, target: str) -> pd.DataFrame:
+    """``table`` with ``target``'s rows of ``model`` replaced by ``source``'s points, as an
+    offline baseline that ignores the facts draws noise 0 and noise 1 alike."""
+    keep = ~((table["family"] == target) & (table["model"] == model))
+    copy = table[(table["family"] == source) & (table["model"] == model)].copy()
+    own = table[(table["family"] == target)].iloc[0]
+    for col in ("family", "varied", "axes"):
+        copy[col] = own[col]
+    return pd.concat([table[keep], copy], ignore_index=True)
+
+
+def test_the_captions_say_which_settings_draw_identical_points(data):
+    _, _, tables = data
+    by_length = tables["sweep_by_length"]
+    assert sf.coinciding(sf.success_curves(by_length, "maze", sf.NOISE_SHUFFLE)) is None
+    same = _with_a_copy(by_length, "a", "maze", "maze@noise-1")
+    sentence = sf.coinciding(sf.success_curves(same, "maze", sf.NOISE_SHUFFLE))
+    assert sentence == (
+        "Identical points, so one line hides the other: a: noise 0, shuffle 1 and noise 1, shuffle 1."
+    )
+    failed = _with_a_copy(tables["sweep_failed_progress"], "b", "maze", "maze@noise-1")
+    assert "b: noise 0 (n=" in (sf.coinciding(sf.failed_progress_curves(failed, "maze")) or "")
+    sweep_tables = {name: tables[name] for name in ("sweep", "sweep_axes", *NEW_TABLES[:3])}
+    html = render_report(
+        title="t", run_info={}, examples=[], counts={}, tables={**sweep_tables, "sweep_by_length": same}
+    )
+    caption = re.search(r'id="sweep-maze-noise-shuffle-same">([^<]*)<', html)
+    assert caption is not None and caption.group(1) == sentence
+    assert 'id="sweep-maze-failed-progress-same"' not in html
+
+
+def test_an_integer_axis_gets_integer_ticks(data):
+    _, _, tables = data
+    fig = Figure()
+    sf.draw_panel(fig, tables["sweep_panels"], "num_keys", "progress")
+    (ax,) = fig.axes
+    fig.draw_without_rendering()
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from markupsafe import Markup
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from horizonbench.reports.plots import _colours
 from horizonbench.reports.seqbench_plots import _drawing, _empty, _grid, _left_out, _svg
@@ -120,6 +121,31 @@ def _errorbars(ax: Any, curve: Curve, colour: str, style: str = "-") -> None:
 
 
 _STYLES = ("-", "--", ":", "-.")
+
+
+def coinciding(curves: Sequence[Curve]) -> str | None:
+    """A sentence naming, per panel (model), the settings whose points are identical
+    (same x and y), so the caption can say one line hides the others; None when none
+    coincide. Offline baselines ignore the facts, so noise 0 and noise 2 draw the same
+    line for them: computed here, not assumed."""
+    parts = []
+    for panel in dict.fromkeys(c.panel for c in curves):
+        groups: list[list[Curve]] = []
+        for c in (c for c in curves if c.panel == panel):
+            for group in groups:
+                ref = group[0]
+                if np.array_equal(ref.x, c.x, equal_nan=True) and np.array_equal(ref.y, c.y, equal_nan=True):
+                    group.append(c)
+                    break
+            else:
+                groups.append([c])
+        for group in groups:
+            if len(group) > 1:
+                names = " and ".join(c.label for c in group)
+                parts.append(f"{panel}: {names}" if panel else names)
+    if not parts:
+        return None
+    return "Identical points, so one line hides the other: " + "; ".join(parts) + "."
 
 
 def _panels(
@@ -351,6 +377,9 @@ def draw_panel(fig: Figure, rows: pd.DataFrame, axis: str, measure: str) -> list
     if part["x"].isna().any():
         labels = sorted(set(part["x_label"]))
         ax.set_xticks(range(len(labels)), labels)
+    elif np.all(np.mod(part["x"].to_numpy(dtype=float), 1) == 0):
+        # an integer axis (num_keys, B): no fractional ticks such as 0.8 .. 2.2
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(axis_title(axis))
     ax.set_ylabel(PANEL_MEASURES[measure][3])
     if measure == "progress":
@@ -382,7 +411,8 @@ def panel_svg(rows: pd.DataFrame, axis: str, measure: str) -> str:
 def sweep_figures(tables: Mapping[str, pd.DataFrame]) -> dict[str, dict[str, Any]]:
     """Per swept base family: Figure 11 (``failed_progress``), 12 (``noise_shuffle``),
     15 (``prompt_variants``) and, per swept axis, the progress and token panels
-    (``panels[axis]["progress"|"tokens"]``), all marked safe (our own SVG)."""
+    (``panels[axis]["progress"|"tokens"]``), all marked safe (our own SVG); and per
+    figure ``<name>_same``, :func:`coinciding`'s sentence for its caption (plain text)."""
     by_length = tables.get("sweep_by_length", pd.DataFrame())
     failed = tables.get("sweep_failed_progress", pd.DataFrame())
     panels = tables.get("sweep_panels", pd.DataFrame())
@@ -393,6 +423,9 @@ def sweep_figures(tables: Mapping[str, pd.DataFrame]) -> dict[str, dict[str, Any
     for base in sorted(set(settings["base_family"].astype(str))):
         rows = panels[panels["base_family"].astype(str) == base] if not panels.empty else panels
         out[base] = {
+            "failed_progress_same": coinciding(failed_progress_curves(failed, base)),
+            "noise_shuffle_same": coinciding(success_curves(by_length, base, NOISE_SHUFFLE)),
+            "prompt_variants_same": coinciding(success_curves(by_length, base, PROMPT_AXES)),
             "failed_progress": Markup(failed_progress_svg(failed, base)),
             "noise_shuffle": Markup(
                 success_curves_svg(by_length, base, NOISE_SHUFFLE, f"seqbench-noise-shuffle-{base}")
