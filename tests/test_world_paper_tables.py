@@ -5,14 +5,21 @@ own numbers where it gives their inputs, and their calibration cases in small.""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from horizonbench.analysis import phase, world_effects, world_shapes
 from horizonbench.calibration import world_paper_cases
 from horizonbench.calibration.base import run_case
+from horizonbench.schemas.config import Config, load_config
+
+EXE = Path(sys.executable).parent / "horizonbench"
 
 #: Table 2 (claude-haiku-4-5, n = 100 a cell) and Table 3 (gpt-4o-mini: (n, p))
 TABLE2 = {
@@ -161,6 +168,64 @@ CLIFFS = pd.DataFrame(
 )
 
 
+def test_g1b_tests_the_locked_pair_when_given_and_says_how_the_pair_was_chosen() -> None:
+    """Appendix H locks the pair before data collection: with ``pair`` the table is at
+    that pair whatever the data's largest drop; without it, the largest drop, marked."""
+    episodes, cliffs = world_paper_cases.g1b_grid_episodes(0.3, 20, np.random.default_rng(3))
+    picked = world_effects.g1b(episodes, cliffs)
+    assert (picked["pair_chosen"] == "largest_drop").all()
+    assert picked[["sc_from", "sc_to", "dd"]].iloc[0].tolist() == [20, 30, 2]
+    locked = world_effects.g1b(episodes, cliffs, pair=(10, 20, 3))
+    assert (locked["pair_chosen"] == "locked").all()
+    assert (locked[["sc_from", "sc_to", "dd"]] == [10, 20, 3]).all().all()
+    assert (locked["n_from"] == 20).all() and not locked["g1b_passes"].any()
+    # a locked pair needs no cliff table: nothing is picked from it
+    assert len(world_effects.g1b(episodes, cliffs.iloc[:0], pair=(20, 30, 2))) == 3
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ({"sc_from": 10, "sc_to": 50, "dd": 1}, "g1b_pair.sc_to: 50 is not in the grid's sc"),
+        ({"sc_from": 10, "sc_to": 20, "dd": 9}, "g1b_pair.dd: 9 is not in the grid's dd"),
+        ({"sc_from": 20, "sc_to": 10, "dd": 1}, "g1b_pair: sc_from (20) must be below sc_to (10)"),
+        ({"sc_from": 10, "dd": 1}, "g1b_pair.sc_to"),
+    ],
+)
+def test_a_bad_g1b_pair_is_one_line_naming_the_field_and_exit_2(tmp_path, pair, message) -> None:
+    cfg = {
+        "run": {"name": "g1b", "seed": 1},
+        "worlds": {
+            "environments": ["stateful_puzzle"],
+            "sc": [10, 20],
+            "dd": [1],
+            "agents": [{"name": "o", "kind": "oracle"}],
+            "g1b_pair": pair,
+        },
+    }
+    path = tmp_path / "g1b.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [str(EXE), "run", "--config", str(path), "--out", str(out), "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and message in lines[0], (proc.returncode, lines)
+    assert not out.exists()
+    # the good pair passes and reaches the spec the analysis stage reads
+    good = load_config_text(cfg, {"sc_from": 10, "sc_to": 20, "dd": 1}, tmp_path)
+    assert good.worlds.g1b_pair.sc_from == 10 and good.worlds.g1b_pair.dd == 1
+
+
+def load_config_text(cfg: dict, pair: dict, tmp_path) -> Config:
+    path = tmp_path / "good.yaml"
+    path.write_text(yaml.safe_dump({**cfg, "worlds": {**cfg["worlds"], "g1b_pair": pair}}))
+    return load_config(path)
+
+
 def test_g1b_passes_only_when_every_metric_is_significant_and_shifted_by_0_20() -> None:
     full = world_effects.g1b(_g1b_frame(dict.fromkeys(world_effects.G1B_METRICS, 0.4)), CLIFFS)
     assert full["metric"].tolist() == list(world_effects.G1B_METRICS)
@@ -289,6 +354,7 @@ def test_patterns_of_appendix_j(widths, expected) -> None:
         world_paper_cases.H_CASE,
         world_paper_cases.DELTA_CASE,
         world_paper_cases.G1B_CASE,
+        world_paper_cases.G1B_SELECTED_CASE,
         world_paper_cases.SELECTION_CASE,
         world_paper_cases.PATTERN_CASE,
     ],
@@ -343,6 +409,9 @@ def test_the_report_lays_each_table_out_as_the_paper_does() -> None:
     assert "+0.57 M" in table10 and "-0.80 L" in table10 and "-1.50 L" in table10
     g1b_part = _section(html, f"world-{env}-g1b")
     assert g1b_part.count("passes") >= 4 and "self-check accuracy" in g1b_part
+    # how the pair was chosen, in its column and the caption (issue 25's review)
+    assert "pair chosen" in g1b_part and "<td>largest_drop</td>" in g1b_part.replace(' class="text"', "")
+    assert "worlds.g1b_pair" in g1b_part
     assert "B (constant)" in _section(html, f"world-{env}-patterns")
     selection = _section(html, "world-selection")
     assert "a (p̂ per dd)" in selection and "monotone (1.00 0.90 0.80 0.70)" in selection

@@ -90,6 +90,7 @@ G1B_COLUMNS = [
     "shift_met",
     "metric_passes",
     "g1b_passes",
+    "pair_chosen",
 ]
 
 
@@ -354,11 +355,21 @@ def _one_sided(x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
     return effect_sizes.mann_whitney(x, y, alternative="greater")
 
 
+def locked_pairs(episodes: pd.DataFrame, pair: tuple[int, int, int]) -> pd.DataFrame:
+    """Per (env, model) of the episodes, the pair locked before data collection
+    (``pair`` = (sc_from, sc_to, dd), config ``worlds.g1b_pair``), as the paper's
+    Appendix H does: no look at the data, so no selection to correct for."""
+    sc_from, sc_to, dd = pair
+    keys = episodes[["env", "model"]].drop_duplicates().sort_values(["env", "model"])
+    return keys.assign(dd=int(dd), sc_from=int(sc_from), sc_to=int(sc_to)).reset_index(drop=True)
+
+
 def g1b(
     episodes: pd.DataFrame,
     cliffs: pd.DataFrame,
     alpha: float = G1B_ALPHA,
     min_shift: float = G1B_MIN_SHIFT,
+    pair: tuple[int, int, int] | None = None,
 ) -> pd.DataFrame:
     """The G1b summary (Appendix H): three rows per (env, model), one per metric.
 
@@ -369,19 +380,24 @@ def g1b(
     least ``min_shift``. ``metric_passes`` = Holm p <= ``alpha`` and shift >=
     ``min_shift``; ``g1b_passes`` (the same on the three rows) = all three pass. A
     metric without values (self-check of an offline agent) fails with NaN statistics.
+    ``pair`` = (sc_from, sc_to, dd) locks the pair (:func:`locked_pairs`, the paper's
+    way); unset, each agent's largest drop is tested, a pair picked from the data, which
+    the tests do not correct for. ``pair_chosen`` says which (locked / largest_drop).
     """
-    if episodes.empty or cliffs.empty:
+    chosen = "largest_drop" if pair is None else "locked"
+    if episodes.empty or (pair is None and cliffs.empty):
         return _empty(G1B_COLUMNS)
     metrics = g1b_metrics(episodes)
     rows = []
-    for pair in trigger_pairs(cliffs).to_dict("records"):
+    pairs = trigger_pairs(cliffs) if pair is None else locked_pairs(episodes, pair)
+    for trigger in pairs.to_dict("records"):
         key = (
-            (episodes["env"] == pair["env"])
-            & (episodes["model"] == pair["model"])
-            & (episodes["dd"] == pair["dd"])
+            (episodes["env"] == trigger["env"])
+            & (episodes["model"] == trigger["model"])
+            & (episodes["dd"] == trigger["dd"])
         )
-        before = metrics[key & (episodes["sc"] == pair["sc_from"])]
-        after = metrics[key & (episodes["sc"] == pair["sc_to"])]
+        before = metrics[key & (episodes["sc"] == trigger["sc_from"])]
+        after = metrics[key & (episodes["sc"] == trigger["sc_to"])]
         found = []
         for metric in G1B_METRICS:
             x = before[metric].to_numpy(float)
@@ -404,11 +420,11 @@ def g1b(
             verdicts.append(significant and shift)
             rows.append(
                 {
-                    "env": str(pair["env"]),
-                    "model": str(pair["model"]),
-                    "dd": int(pair["dd"]),
-                    "sc_from": int(pair["sc_from"]),
-                    "sc_to": int(pair["sc_to"]),
+                    "env": str(trigger["env"]),
+                    "model": str(trigger["model"]),
+                    "dd": int(trigger["dd"]),
+                    "sc_from": int(trigger["sc_from"]),
+                    "sc_to": int(trigger["sc_to"]),
                     "metric": metric,
                     "n_from": int(n_x),
                     "n_to": int(n_y),
@@ -421,6 +437,7 @@ def g1b(
                     "significant": significant,
                     "shift_met": shift,
                     "metric_passes": significant and shift,
+                    "pair_chosen": chosen,
                 }
             )
         for row in rows[-len(G1B_METRICS) :]:

@@ -225,16 +225,18 @@ def paper_tables(
     cells: pd.DataFrame,
     cliffs: pd.DataFrame,
     unwinnable: pd.DataFrame | None = None,
+    g1b_pair: tuple[int, int, int] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The paper's tables by file name (``<run>/analysis/worlds_<name>.parquet``), from
     the measured episodes (``analysis.worlds.eligible``; ``unwinnable`` the T < L* ones),
     the cell table and the cliff table: Table 5 (``ablation_deltas``), Table 10
-    (``model_pairs``), G1b (``g1b``, on the backdrop's episodes only), Table 1
+    (``model_pairs``), G1b (``g1b``, on the backdrop's episodes only, at ``g1b_pair`` =
+    (sc_from, sc_to, dd) when locked, else each agent's largest drop), Table 1
     (``env_selection``) and the W_trans patterns (``band_patterns``)."""
     return {
         "ablation_deltas": world_effects.ablation_deltas(measured, unwinnable),
         "model_pairs": world_effects.model_pairs(cells),
-        "g1b": world_effects.g1b(world_effects.backdrop_only(measured), cliffs),
+        "g1b": world_effects.g1b(world_effects.backdrop_only(measured), cliffs, pair=g1b_pair),
         "env_selection": environment_selection(cells),
         "band_patterns": band_patterns(cells),
     }

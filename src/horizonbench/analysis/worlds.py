@@ -52,6 +52,9 @@ GRID_COLUMNS = [
     "n_finished",
     "p_finished",
     "n_unwinnable",
+    "p_all",
+    "p_all_low",
+    "p_all_high",
     "horizon",
 ]
 CRITICAL_COLUMNS = [
@@ -208,9 +211,12 @@ def grid(episodes: pd.DataFrame, horizon: str = "") -> pd.DataFrame:
     """Success per cell over the episodes T >= L* (budget stops count as failures),
     with ``budget_exceeded`` (the cell's budget stops), ``n_finished`` and
     ``p_finished`` (the rate over the episodes that ended by the world's rules; NaN when
-    none did) beside it, ``n_unwinnable`` (the cell's episodes with T < L*, left out)
-    and ``horizon`` (how T was set, e.g. ``paper T=40``). A cell whose every world is
-    longer than T keeps its row, with n 0 and a NaN rate: unwinnable, never blank."""
+    none did) beside it, ``n_unwinnable`` (the cell's episodes with T < L*, left out),
+    ``p_all`` with its Wilson interval (``p_all_low``, ``p_all_high``: successes over
+    n + n_unwinnable, the T < L* worlds as failures: the paper's reading at a fixed T,
+    e.g. Table 2 at T = 40) and ``horizon`` (how T was set, e.g. ``paper T=40``). A cell
+    whose every world is longer than T keeps its row, with n 0 and a NaN ``p`` (its
+    ``p_all`` is 0): unwinnable, never blank."""
     frames = [] if episodes.empty else [_unwinnable_cells(episodes)]
     for env, part in _by_env(episodes):
         cells = phase.phase_grid(part).assign(env=env)
@@ -235,6 +241,10 @@ def grid(episodes: pd.DataFrame, horizon: str = "") -> pd.DataFrame:
     short = episodes.assign(_short=episodes["horizon_short"].astype(np.int64))
     counts = short.groupby(["env", "model", "sc", "dd"], sort=True)["_short"].sum().rename("_k").reset_index()
     out = out.drop(columns="n_unwinnable").merge(counts.rename(columns={"_k": "n_unwinnable"}), how="left")
+    n_all = (out["n"] + out["n_unwinnable"]).to_numpy()
+    low, high = phase.wilson_interval(out["successes"].to_numpy(), n_all)
+    out["p_all"] = np.where(n_all > 0, out["successes"] / np.maximum(n_all, 1), np.nan)
+    out["p_all_low"], out["p_all_high"] = np.asarray(low, dtype=float), np.asarray(high, dtype=float)
     return out.assign(horizon=horizon)[GRID_COLUMNS]
 
 
@@ -514,9 +524,10 @@ def world_tables(
     seed: int = 0,
     delta0: float = phase.CLIFF_MARGIN,
     horizon: str = "",
+    g1b_pair: tuple[int, int, int] | None = None,
 ) -> dict[str, pd.DataFrame]:
     """Every table above, by file name (``<run>/analysis/worlds_<name>.parquet``);
-    ``horizon`` (``WorldsSpec.horizon_label``) goes into the grid and sc* tables.
+    ``horizon`` (``WorldsSpec.horizon_label``) goes into every table (:func:`with_horizon`).
     The grid-level tables read the backdrop's episodes only: a paired ablation's level
     (``worlds.ablations``) never enters a cell; Table 5 reads them all."""
     everything = episodes
@@ -535,7 +546,15 @@ def world_tables(
     }
     # the paper's Tables 1, 5, 10, G1b and the W_trans patterns (analysis/world_shapes.py)
     unwinnable = everything[left_out(everything)[0]] if len(everything) else None
-    tables.update(world_shapes.paper_tables(eligible(everything), cells, tables["cliffs"], unwinnable))
+    tables.update(world_shapes.paper_tables(eligible(everything), cells, tables["cliffs"], unwinnable, g1b_pair))
     # which worlds fit in T, and a T scan laid out as Table 7 (analysis/world_horizons.py)
     tables.update(world_horizons.horizon_tables(episodes, horizon))
-    return tables
+    # every table names how T was set, so no reading of it travels without its horizon
+    return {name: with_horizon(df, horizon) for name, df in tables.items()}
+
+
+def with_horizon(table: pd.DataFrame, horizon: str) -> pd.DataFrame:
+    """``table`` with a last ``horizon`` column (``WorldsSpec.horizon_label``) unless it
+    has one: a rate at the paper's fixed T and one at T = ceil(1.5 L*) are different
+    readings, and a table copied out of the run folder must still say which it is."""
+    return table if "horizon" in table.columns else table.assign(horizon=horizon)

@@ -8,6 +8,8 @@ effect must be found (or its interval must cover it) and the matching null must 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 
@@ -164,9 +166,16 @@ def _g1b_episodes(shift: float, n: int, rng: np.random.Generator) -> tuple[pd.Da
     return pd.DataFrame(rows), cliffs
 
 
-def _g1b_study(shift: float):
+#: draws (episodes, cliff table) for a G1b study: (shift, episodes a cell, rng)
+G1bDraw = Callable[[float, int, np.random.Generator], tuple[pd.DataFrame, pd.DataFrame]]
+
+
+def _g1b_study(shift: float, draw: G1bDraw | None = None):
+    """A G1b study on ``draw``'s episodes and cliff table (one pair by default); no
+    locked pair, so with several pairs G1b picks the largest drop from the data."""
+
     def study(rng: np.random.Generator, scale: float) -> Trial:
-        episodes, cliffs = _g1b_episodes(shift, max(8, round(G1B_N * scale)), rng)
+        episodes, cliffs = (draw or _g1b_episodes)(shift, max(8, round(G1B_N * scale)), rng)
         table = world_effects.g1b(episodes, cliffs)
         values = {"mean_hl": float(table["hodges_lehmann"].mean())}
         return Trial(bool(table["g1b_passes"].iloc[0]), values)
@@ -186,6 +195,70 @@ G1B_CASE = register(
         planted_study=_g1b_study(G1B_PLANTED_SHIFT),
         planted_target=DETECTION_80,
         null_study=_g1b_study(G1B_NULL_SHIFT),
+        null_target=FALSE_POSITIVE_5,
+    )
+)
+
+
+#: the multi-pair grid of the selected-pair case: 4 sc x 3 dd, so 9 adjacent pairs to pick from
+G1B_GRID_SC = (10, 20, 30, 40)
+G1B_GRID_DD = (1, 2, 3)
+#: where the planted arm's cliff sits: every cell past sc 20 at dd 2 is shifted down
+G1B_GRID_CLIFF = (20, 2)
+
+
+def g1b_grid_episodes(shift: float, n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Episodes on the 4 x 3 grid (three metrics ~ U(0.55, 0.95), each down by ``shift``
+    past :data:`G1B_GRID_CLIFF`; 0 = no shift anywhere) and the cliff table the
+    pipeline would pick from: success is world-state accuracy >= 0.75, so the largest
+    success drop is where the metrics fell most by chance, the selection under test."""
+    cliff_sc, cliff_dd = G1B_GRID_CLIFF
+    rows = []
+    for dd in G1B_GRID_DD:
+        for sc in G1B_GRID_SC:
+            down = shift if (dd == cliff_dd and sc > cliff_sc) else 0.0
+            for _ in range(n):
+                jaccard = float(rng.uniform(0.55, 0.95) - down)
+                valid = float(np.clip(rng.uniform(0.55, 0.95) - down, 0, 1))
+                rows.append(
+                    {
+                        "env": "sim",
+                        "model": "sim",
+                        "sc": sc,
+                        "dd": dd,
+                        "steps": 40,
+                        "invalid_actions": int(round((1.0 - valid) * 40)),
+                        "mean_jaccard": jaccard,
+                        "self_check_accuracy": float(rng.uniform(0.55, 0.95) - down),
+                        "success": jaccard >= 0.75,
+                    }
+                )
+    episodes = pd.DataFrame(rows)
+    rate = episodes.groupby(["dd", "sc"])["success"].mean()
+    cliffs = pd.DataFrame(
+        [
+            {"env": "sim", "model": "sim", "dd": dd, "sc_from": a, "sc_to": b}
+            | {"drop": rate[dd, a] - rate[dd, b]}
+            for dd in G1B_GRID_DD
+            for a, b in zip(G1B_GRID_SC, G1B_GRID_SC[1:], strict=False)
+        ]
+    )
+    return episodes, cliffs
+
+
+G1B_SELECTED_CASE = register(
+    Case(
+        name="G1b at the data-selected pair (4 x 3 grid)",
+        statistic="analysis/world_effects.py g1b without worlds.g1b_pair: the pair is each agent's "
+        "largest adjacent success drop of 9, then Mann-Whitney, Holm at 0.01, HL >= 0.20",
+        planted=f"all three metrics {G1B_PLANTED_SHIFT} lower past sc {G1B_GRID_CLIFF[0]} at dd "
+        f"{G1B_GRID_CLIFF[1]}, {G1B_N} episodes a cell",
+        null="no shift anywhere: a pass at the pair picked from the data is a false positive "
+        "of the selection",
+        measure="detection",
+        planted_study=_g1b_study(G1B_PLANTED_SHIFT, g1b_grid_episodes),
+        planted_target=DETECTION_80,
+        null_study=_g1b_study(0.0, g1b_grid_episodes),
         null_target=FALSE_POSITIVE_5,
     )
 )
@@ -262,4 +335,13 @@ PATTERN_CASE = register(
     )
 )
 
-__all__ = ["DELTA_CASE", "G1B_CASE", "H_CASE", "PATTERN_CASE", "SELECTION_CASE", "cells_frame"]
+__all__ = [
+    "DELTA_CASE",
+    "G1B_CASE",
+    "G1B_SELECTED_CASE",
+    "H_CASE",
+    "PATTERN_CASE",
+    "SELECTION_CASE",
+    "cells_frame",
+    "g1b_grid_episodes",
+]

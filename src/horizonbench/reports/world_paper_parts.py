@@ -42,6 +42,7 @@ TABLE5_COLUMNS = [
 G1B_COLUMNS = [
     ("model", "agent", "text"),
     ("pair", "trigger pair", "text"),
+    ("pair_chosen", "pair chosen", "text"),
     ("metric", "metric", "text"),
     ("n", "episodes (before / after)", "text"),
     ("mw_p", "one-sided Mann-Whitney p", "num"),
@@ -143,11 +144,13 @@ def pair_table(
 
 
 def g1b_rows(tables: Mapping[str, pd.DataFrame], env: str) -> pd.DataFrame:
-    """The G1b summary: the three metrics of each agent at its trigger pair."""
+    """The G1b summary: the three metrics of each agent at its trigger pair, and how
+    the pair was chosen (locked by ``worlds.g1b_pair``, or the data's largest drop)."""
     df = _rows(tables, "g1b", env)
     if df.empty:
         return df
     return df.assign(
+        pair_chosen=df["pair_chosen"] if "pair_chosen" in df else "largest_drop",
         pair=[
             f"sc {a} → {b} at dd {d}" for a, b, d in zip(df["sc_from"], df["sc_to"], df["dd"], strict=True)
         ],

@@ -432,6 +432,22 @@ def horizon_setting(value: Any, factor: Any) -> None:
         )
 
 
+class G1bPair(_Strict):
+    """The G1b trigger pair locked before data collection (the paper's Appendix H):
+    cells (sc_from, dd) and (sc_to, dd) of every agent's grid. Unset, G1b tests each
+    agent's largest adjacent drop, a pair picked from the data."""
+
+    sc_from: int = Field(ge=0)
+    sc_to: int = Field(ge=0)
+    dd: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> G1bPair:
+        if self.sc_from >= self.sc_to:
+            raise ValueError(f"g1b_pair: sc_from ({self.sc_from}) must be below sc_to ({self.sc_to})")
+        return self
+
+
 class WorldsSpec(_Strict):
     """A world-model study: environments x (sc, dd) grid x archetypes x variants on a
     regime backdrop of Table 11, run by offline agents on the Dask cluster."""
@@ -464,6 +480,8 @@ class WorldsSpec(_Strict):
     harness: HarnessSpec = HarnessSpec()
     #: the null margin of the one-sided Miettinen-Nurminen cliff test
     delta0: float = Field(default=0.30, ge=0, lt=1)
+    #: G1b's trigger pair locked before data collection; unset, the largest drop
+    g1b_pair: G1bPair | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -521,6 +539,13 @@ class WorldsSpec(_Strict):
         if "horizon" in self.axes and self.horizon is not None:
             raise ValueError("axes.horizon and horizon both set the horizon; give one")
         self._check_ablations(regime)
+        if self.g1b_pair is not None:
+            grid = {"sc": self.sc or [regime.sc], "dd": self.dd or [regime.dd]}
+            pair = self.g1b_pair
+            checks = (("sc_from", "sc", pair.sc_from), ("sc_to", "sc", pair.sc_to), ("dd", "dd", pair.dd))
+            for field, axis, value in checks:
+                if value not in grid[axis]:
+                    raise ValueError(f"g1b_pair.{field}: {value} is not in the grid's {axis} {grid[axis]}")
         for sc in self.sc or [regime.sc]:
             for dd in self.dd or [regime.dd]:
                 values = {

@@ -532,6 +532,10 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("p_finished", _F),
         # episodes with T < L* (out of n); n 0 and p NaN: no world of the cell fits in T
         ("n_unwinnable", _I),
+        # successes / (n + n_unwinnable), Wilson: T < L* as failures (the paper's Table 2)
+        ("p_all", _F),
+        ("p_all_low", _F),
+        ("p_all_high", _F),
         # how T was set (WorldsSpec.horizon_label): "paper T=40", "relative T=ceil(1.5 L*)"
         ("horizon", _S),
     ),
@@ -709,6 +713,7 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("shift_met", _B),
         ("metric_passes", _B),
         ("g1b_passes", _B),
+        ("pair_chosen", _S),
     ),
     # Table 1: the trigger-environment selection rule over the run's dd sweeps
     "env_selection": _schema(
@@ -760,6 +765,12 @@ WORLD_ANALYSIS_SCHEMAS: dict[str, pa.Schema] = {
         ("horizon", _S),
     ),
 }
+
+
+# every worlds_* table ends with how T was set (analysis/worlds.with_horizon)
+for _name, _world_schema in WORLD_ANALYSIS_SCHEMAS.items():
+    if "horizon" not in _world_schema.names:
+        WORLD_ANALYSIS_SCHEMAS[_name] = _world_schema.append(pa.field("horizon", _S))
 
 
 def _t_fine_schema(ablations: pa.Schema) -> pa.Schema:

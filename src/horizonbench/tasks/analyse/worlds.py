@@ -37,8 +37,10 @@ def write_world_analysis(cfg: Config, run_dir: Path) -> tuple[dict[str, str], di
     ``<run>/analysis/worlds_<name>.parquet``; returns their paths and the tables."""
     assert cfg.worlds is not None
     episodes = pq.read_table(run_dir / EPISODES_REL, schema=EPISODES_SCHEMA).to_pandas()
+    locked = cfg.worlds.g1b_pair  # G1b's pair locked before data collection, if given
+    pair = None if locked is None else (locked.sc_from, locked.sc_to, locked.dd)
     tables = world_tables(
-        episodes, cfg.analysis.bootstrap, cfg.run.seed, cfg.worlds.delta0, cfg.worlds.horizon_label()
+        episodes, cfg.analysis.bootstrap, cfg.run.seed, cfg.worlds.delta0, cfg.worlds.horizon_label(), pair
     )
     # Table 4 (analysis/ablations.py): every level against the backdrop, paired on the world
     tables["ablations"] = ablation_table(episodes, cfg.worlds.horizon_label())
