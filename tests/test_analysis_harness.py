@@ -223,7 +223,8 @@ def hand_made() -> pd.DataFrame:
 
 def test_the_harness_table_on_a_hand_made_study():
     table = worlds.harness(hand_made())
-    assert list(table.columns) == WORLD_ANALYSIS_SCHEMAS["harness"].names
+    # world_tables adds the horizon column to every table (worlds.with_horizon)
+    assert [*table.columns, "horizon"] == WORLD_ANALYSIS_SCHEMAS["harness"].names
     assert table[["env", "model", "memory"]].values.tolist() == [
         ["graph_nav", "gpt-s", "structured"],
         ["graph_nav", "gpt-t", "transcript"],
@@ -265,13 +266,15 @@ def test_offline_only_studies_have_an_empty_harness_table_of_the_right_schema():
 
 def test_every_world_table_matches_its_schema():
     episodes = pd.concat([model_study(), hand_made()], ignore_index=True)
-    tables = worlds.world_tables(episodes, bootstrap=0)
+    tables = worlds.world_tables(episodes, bootstrap=0, horizon="paper T=40")
     # Tables 4 and 7 come from every episode, ablated ones included, as the stage writes them
     tables["ablations"] = ablation_table(episodes, "paper T=40")
     tables["t_fine"] = t_fine(tables["ablations"])
     assert set(tables) == set(WORLD_ANALYSIS_SCHEMAS)
     for name, df in tables.items():
         assert list(df.columns) == WORLD_ANALYSIS_SCHEMAS[name].names, name
+        # every worlds_* table says how T was set (README: "every worlds_* table has ...")
+        assert "horizon" in df.columns and set(df["horizon"]) <= {"paper T=40"}, name
         world_tasks.frame_table(df, WORLD_ANALYSIS_SCHEMAS[name])  # converts without loss of columns
 
 
@@ -286,7 +289,7 @@ def test_analyse_worlds_writes_the_harness_table_and_read_world_analysis_reads_i
     monkeypatch.setattr(analyse_stage, "get_run_logger", lambda: logging.getLogger("test"))
     run = _run_with_episodes(tmp_path, hand_made())
     cfg = SimpleNamespace(
-        worlds=SimpleNamespace(delta0=0.3, horizon_label=lambda: "paper T=40"),
+        worlds=SimpleNamespace(delta0=0.3, horizon_label=lambda: "paper T=40", g1b_pair=None),
         analysis=SimpleNamespace(bootstrap=0),
         run=SimpleNamespace(seed=0),
     )

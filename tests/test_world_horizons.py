@@ -96,6 +96,30 @@ def test_at_the_paper_t_a_cell_no_agent_can_win_keeps_its_row(paper_run) -> None
     assert check.loc[40, "lstar_min"] > 40
 
 
+def test_the_grid_reads_as_the_paper_does_with_unwinnable_worlds_as_failures(paper_run) -> None:
+    episodes, label = paper_run
+    # one cell of 4 worlds that fit in T = 40 and 4 that do not (sc 40's, relabelled sc 10)
+    mixed = episodes.assign(sc=10)
+    grid = world_tables(mixed, bootstrap=0, horizon=label)["grid"].set_index("model")
+    oracle = grid.loc["oracle"]
+    assert (oracle["n"], oracle["n_unwinnable"], oracle["successes"]) == (4, 4, 4)
+    assert oracle["p"] == 1.0 and oracle["p_all"] == 0.5
+    assert 0.0 < oracle["p_all_low"] < 0.5 < oracle["p_all_high"] < 1.0
+    for _, row in grid.iterrows():
+        assert row["p_all"] == row["successes"] / (row["n"] + row["n_unwinnable"])
+    # a cell no world of which fits in T reads 0 out of 4 here, never a blank
+    dead = world_tables(episodes, bootstrap=0, horizon=label)["grid"].set_index(["model", "sc"])
+    assert (dead.xs(40, level="sc")["p_all"] == 0.0).all()
+    assert (dead.xs(40, level="sc")["p_all_high"] > 0.0).all()
+
+
+def test_every_world_table_names_its_horizon(paper_run) -> None:
+    episodes, label = paper_run
+    for name, table in world_tables(episodes, bootstrap=0, horizon=label).items():
+        assert "horizon" in table.columns, name
+        assert set(table["horizon"]) <= {label}, name
+
+
 def test_a_relative_run_says_what_the_paper_t_would_cut() -> None:
     episodes, label = played(spec(sc=[10, 40], dd=[1], horizon="relative"))
     tables = world_tables(episodes, bootstrap=20, horizon=label)
@@ -113,6 +137,21 @@ def test_a_paper_run_names_the_cells_t_forbids(paper_run) -> None:
     note = horizon_note(world_tables(episodes, bootstrap=20, horizon=label), "stateful_puzzle")
     assert note.startswith("Horizon: paper T=40. 4 of 8 worlds are longer than T")
     assert "no agent can win sc 40 at dd 1 (hatched, n 0)" in note
+    assert "The grid's p_all counts them as failures, as the paper's Table 2 does." in note
+
+
+def test_the_paper_table_captions_name_the_horizon(paper_run) -> None:
+    episodes, label = paper_run
+    html = _report(world_tables(episodes, bootstrap=0, horizon=label))
+    ids = [
+        "world-selection",
+        *(f"world-stateful_puzzle-{p}" for p in ("table5", "table10", "g1b", "patterns")),
+    ]
+    shown = [i for i in ids if f'id="{i}"' in html]
+    assert {"world-selection", "world-stateful_puzzle-table10"} <= set(shown)
+    for section in shown:
+        caption = re.search(rf'id="{section}">.*?<p>(.*?)</p>', html, re.S).group(1)
+        assert caption.startswith("Horizon: paper T=40."), section
 
 
 def test_the_t_scan_is_table_7_on_the_same_worlds() -> None:

@@ -328,6 +328,7 @@ def _paper_tables(tables: Mapping[str, pd.DataFrame], env: str) -> dict[str, Any
         "table10": _table(*papers.pair_table(tables, env)),
         "g1b": _table(papers.g1b_rows(tables, env), papers.G1B_COLUMNS),
         "patterns": _table(papers.pattern_rows(tables, env), papers.PATTERN_COLUMNS),
+        "horizon": world_parts.horizon_caption(tables),
     }
 
 
@@ -609,6 +610,7 @@ def render_report(
         "world_selection": (
             _table(papers.selection_rows(worlds), papers.selection_columns(worlds)) if worlds else None
         ),
+        "world_horizon": world_parts.horizon_caption(worlds) if worlds else None,
         "sweeps": sweeps,
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),

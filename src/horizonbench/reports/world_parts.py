@@ -62,6 +62,12 @@ def _label(tables: Mapping[str, pd.DataFrame]) -> str:
     return ", ".join(sorted({str(h) for h in grid["horizon"] if isinstance(h, str) and h}))
 
 
+def horizon_caption(tables: Mapping[str, pd.DataFrame]) -> str:
+    """How T was set, for a table's caption: a rate read at the paper's fixed T and one
+    at T = ceil(1.5 L*) differ, so no paper-table caption goes without it."""
+    return _label(tables) or "not recorded (a run from before the horizon setting)"
+
+
 def _sc_star_text(crit: pd.DataFrame) -> str:
     parts = []
     for c in crit.sort_values("dd").itertuples():
@@ -113,7 +119,7 @@ def _cells_text(cells: pd.DataFrame) -> str:
 def horizon_note(tables: Mapping[str, pd.DataFrame], env: str) -> str:
     """One paragraph: the horizon this run used and what the other setting would change,
     from the ``horizons`` table (every world's L* against the run's T and the regime's)."""
-    label = _label(tables) or "not recorded (a run from before the horizon setting)"
+    label = horizon_caption(tables)
     check = _rows(tables.get("horizons"), env)
     if check.empty:
         return f"Horizon: {label}."
@@ -134,6 +140,8 @@ def horizon_note(tables: Mapping[str, pd.DataFrame], env: str) -> str:
         f"Horizon: {label}. {short} of {worlds} worlds are longer than T (L* > T) and left out of every rate"
     )
     text += f"; no agent can win {_cells_text(dead)} (hatched, n 0)." if len(dead) else "."
+    if short:
+        text += " The grid's p_all counts them as failures, as the paper's Table 2 does."
     return text + " A relative horizon (horizon: relative, T = ceil(1.5 L*)) would measure every world."
 
 
