@@ -15,9 +15,11 @@ import pytest
 import yaml
 
 from horizonbench.analysis import phase, world_effects, world_shapes
+from horizonbench.analysis.worlds import world_tables
 from horizonbench.calibration import world_paper_cases
 from horizonbench.calibration.base import run_case
-from horizonbench.schemas.config import Config, load_config
+from horizonbench.datasets.worlds.study import AgentSpec, run_shard
+from horizonbench.schemas.config import Config, WorldsSpec, load_config
 
 EXE = Path(sys.executable).parent / "horizonbench"
 
@@ -181,6 +183,29 @@ def test_g1b_tests_the_locked_pair_when_given_and_says_how_the_pair_was_chosen()
     assert (locked["n_from"] == 20).all() and not locked["g1b_passes"].any()
     # a locked pair needs no cliff table: nothing is picked from it
     assert len(world_effects.g1b(episodes, cliffs.iloc[:0], pair=(20, 30, 2))) == 3
+
+
+def test_a_locked_pair_reaches_g1b_through_the_world_tables() -> None:
+    """The analysis stage's path (``world_tables(..., g1b_pair)``) on a played study:
+    the config's pair is the table's pair; without one, the data's largest drop."""
+    worlds = WorldsSpec(
+        environments=["stateful_puzzle"],
+        sc=[5, 10, 20],
+        dd=[1],
+        horizon="relative",
+        archetypes=2,
+        variants=2,
+        agents=[{"name": "bounded-8", "kind": "bounded", "capacity": 8}],
+        g1b_pair={"sc_from": 10, "sc_to": 20, "dd": 1},
+    )
+    rows, _ = run_shard(worlds.study().episodes(0), [AgentSpec("bounded-8", "bounded", {"capacity": 8})], 1.5)
+    episodes = pd.DataFrame(rows)
+    pair = worlds.g1b_pair
+    locked = world_tables(episodes, bootstrap=0, g1b_pair=(pair.sc_from, pair.sc_to, pair.dd))["g1b"]
+    assert len(locked) == 3 and (locked["pair_chosen"] == "locked").all()
+    assert (locked["sc_from"] == 10).all() and (locked["sc_to"] == 20).all()
+    picked = world_tables(episodes, bootstrap=0)["g1b"]  # the cliff is at 5 -> 10
+    assert (picked["pair_chosen"] == "largest_drop").all() and (picked["sc_from"] == 5).all()
 
 
 @pytest.mark.parametrize(
