@@ -546,7 +546,9 @@ def world_tables(
     }
     # the paper's Tables 1, 5, 10, G1b and the W_trans patterns (analysis/world_shapes.py)
     unwinnable = everything[left_out(everything)[0]] if len(everything) else None
-    tables.update(world_shapes.paper_tables(eligible(everything), cells, tables["cliffs"], unwinnable, g1b_pair))
+    tables.update(
+        world_shapes.paper_tables(eligible(everything), cells, tables["cliffs"], unwinnable, g1b_pair)
+    )
     # which worlds fit in T, and a T scan laid out as Table 7 (analysis/world_horizons.py)
     tables.update(world_horizons.horizon_tables(episodes, horizon))
     # every table names how T was set, so no reading of it travels without its horizon
