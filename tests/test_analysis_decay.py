@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from horizonbench.analysis import summary
 from horizonbench.analysis.decay import (
+    A_NOTE_ABOVE,
     DEFAULT_SUCCESS_DEFINITION,
     SUCCESS_DEFINITIONS,
     DecayFit,
@@ -123,6 +124,9 @@ def test_prefactor_above_certainty_is_noted() -> None:
     assert fit.A > 1 and "above certainty" in (fit.note or "")
     plain = fit_wls_prefactor(np.array([10.0, 20.0, 30.0]), np.array([0.5, 0.25, 0.125]))
     assert plain.A <= 1 and plain.note is None
+    # a prefactor just above 1 is the scatter of a pure decay, not worth a note
+    near = fit_wls_prefactor(np.array([10.0, 20.0, 30.0]), 1.05 * np.array([0.5, 0.25, 0.125]))
+    assert 1 < near.A <= A_NOTE_ABOVE and near.note is None
 
 
 def test_bootstrap_is_deterministic_given_seed() -> None:
