@@ -4,15 +4,15 @@ and repeated candidates before dropping them (configs/recurrreason.yaml)."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from blocks_world_strategies import configuration as _config
+from blocks_world_strategies import states
 from horizonbench.core.registry import get_family
-from horizonbench.datasets.puzzles.base import Certificate, Configuration, Unsolved, bfs_path, trajectory_ok
+from horizonbench.datasets.puzzles.base import Certificate, Unsolved, bfs_path, trajectory_ok
 from horizonbench.datasets.puzzles.blocks_world import (
     BlocksWorld,
     BlocksWorldParams,
@@ -37,18 +37,6 @@ PAPER = {
     "node_limit": 150_000,
     "dedup": "after",
 }
-
-
-@st.composite
-def states(draw: st.DrawFn, n: int, k: int) -> tuple[tuple[str, ...], ...]:
-    order = draw(st.permutations("ABCDEFGHIJ"[:n]))
-    cuts = sorted(draw(st.lists(st.integers(0, n), min_size=k - 1, max_size=k - 1)))
-    bounds = [0, *cuts, n]
-    return tuple(tuple(order[a:b]) for a, b in itertools.pairwise(bounds))
-
-
-def _config(start, goal) -> Configuration:
-    return Configuration(sum(map(len, start)), {"num_stacks": len(start)}, start, goal)
 
 
 @settings(max_examples=80, deadline=None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 
 import numpy as np
@@ -11,11 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from blocks_world_strategies import configuration as _config
+from blocks_world_strategies import states
 from horizonbench.datasets.puzzles import blocks_world as bwm
 from horizonbench.datasets.puzzles.base import (
     BadText,
     Certificate,
-    Configuration,
     IllegalMove,
     Unsolved,
     bfs_path,
@@ -33,21 +33,6 @@ from horizonbench.datasets.puzzles.blocks_world_search import _Goal
 BW = BlocksWorld()
 DEFAULT = BlocksWorldParams()
 RULES3 = {"num_stacks": 3}
-
-
-@st.composite
-def states(draw: st.DrawFn, n: int | None = None, k: int | None = None) -> tuple[tuple[str, ...], ...]:
-    """Any arrangement of n blocks on k stacks (all are reachable with k >= 3)."""
-    n = draw(st.integers(0, 8)) if n is None else n
-    k = draw(st.integers(2, 5)) if k is None else k
-    order = draw(st.permutations("ABCDEFGHIJ"[:n]))
-    cuts = sorted(draw(st.lists(st.integers(0, n), min_size=k - 1, max_size=k - 1)))
-    bounds = [0, *cuts, n]
-    return tuple(tuple(order[a:b]) for a, b in itertools.pairwise(bounds))
-
-
-def _config(start, goal) -> Configuration:
-    return Configuration(sum(map(len, start)), {"num_stacks": len(start)}, start, goal)
 
 
 # --- certificates -------------------------------------------------------------------

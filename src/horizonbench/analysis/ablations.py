@@ -32,7 +32,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from horizonbench.analysis import phase, worlds
+from horizonbench.analysis import effect_sizes, phase, worlds
 from horizonbench.analysis.world_effects import ablation_labels, newcombe_interval
 from horizonbench.schemas.worlds import MUTATION_LEVELS, OBSERVATION_MODES
 
@@ -96,14 +96,12 @@ def mcnemar_exact(b: int, c: int) -> float:
 
 
 def holm(pvalues: list[float]) -> list[float]:
-    """Holm's step-down adjustment (NaN stays NaN and is not counted)."""
+    """Holm's step-down adjustment over the finite p-values (:func:`effect_sizes.holm`);
+    a NaN (a level with nothing to compare) stays NaN and is not counted."""
     idx = [i for i, p in enumerate(pvalues) if np.isfinite(p)]
-    order = sorted(idx, key=lambda i: pvalues[i])
     out = [math.nan] * len(pvalues)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * pvalues[i]))
-        out[i] = running
+    for i, q in zip(idx, effect_sizes.holm([pvalues[i] for i in idx]), strict=True):
+        out[i] = float(q)
     return out
 
 
