@@ -22,6 +22,7 @@ from horizonbench.core.errors import ConfigError
 from horizonbench.core.hazard import DEFAULT_CAP, PlantedTruth, complete_mix, usable_share
 from horizonbench.core.registry import SETTING_SEPARATOR
 from horizonbench.schemas.prices import Price, price_for
+from horizonbench.schemas.training import TrainingSpec
 
 
 class _Strict(BaseModel):
@@ -660,6 +661,9 @@ class ExportSpec(_Strict):
     validation percentages imply: 9 Hanoi, 110 Blocks World, 540 Checkers)."""
 
     split: Literal["per_n", "pooled"] = "per_n"
+    #: the largest n split into train and validation; larger sizes are out of
+    #: distribution (the paper's 7: train on 1..7, OOD 8..10; a tiny study uses less)
+    in_distribution_max: int = Field(default=7, ge=1, le=1000)
 
 
 class Config(_Strict):
@@ -672,6 +676,33 @@ class Config(_Strict):
     dask: DaskSpec = DaskSpec()
     analysis: AnalysisSpec = AnalysisSpec()
     export: ExportSpec = ExportSpec()
+    #: RecurrReason's sequence models: trained on the export, evaluated by rollout
+    training: TrainingSpec | None = None
+
+    @model_validator(mode="after")
+    def _trainable(self) -> Config:
+        """Every puzzle a training section names is a puzzle family of this config that
+        is evaluated by rollout (a sequence model writes next states, not plans)."""
+        if self.training is None:
+            return self
+        puzzles = self.training.puzzles or training_puzzles(self)
+        if not puzzles:
+            raise ValueError("training: the config has no puzzle family to train on")
+        for name in puzzles:
+            if name not in self.families:
+                raise ValueError(f"training.puzzles: {name!r} is not a family of this config")
+            if "rollout" not in self.families[name].modes:
+                raise ValueError(
+                    f"families.{name}.modes: a trained model is evaluated by rollout; add 'rollout'"
+                )
+        for name, arch in self.training.architectures.items():
+            source = (arch.pretrained or "").removeprefix("run:")
+            if arch.pretrained and arch.pretrained.startswith("run:") and source not in puzzles:
+                raise ValueError(
+                    f"training.architectures.{name}.pretrained: {arch.pretrained!r} names no puzzle "
+                    f"this run trains on ({', '.join(puzzles)})"
+                )
+        return self
 
     @model_validator(mode="after")
     def _some_family(self) -> Config:
@@ -840,3 +871,14 @@ def syntax_error(err: json.JSONDecodeError | yaml.YAMLError) -> str:
         problem += f" ({context} at line {context_mark.line + 1}, column {context_mark.column + 1})"
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
     return f"not valid YAML{where}: {problem}"
+
+
+#: the families a training section trains on when it names none: the puzzle families
+PUZZLE_FAMILIES = ("hanoi", "checkers", "river_crossing", "blocks_world")
+
+
+def training_puzzles(cfg: Config) -> list[str]:
+    """The puzzles ``cfg.training`` trains on, in config order."""
+    if cfg.training is not None and cfg.training.puzzles:
+        return list(cfg.training.puzzles)
+    return [name for name in cfg.families if name in PUZZLE_FAMILIES]
