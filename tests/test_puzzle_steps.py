@@ -50,6 +50,20 @@ def test_splits_do_not_depend_on_row_order():
     assert assign_splits(rows, 5, "pooled") == assign_splits(rows[::-1], 5, "pooled")
 
 
+@pytest.mark.parametrize("rule", ["per_n", "pooled"])
+def test_sizes_above_the_in_distribution_maximum_are_ood(rule):
+    """A small study (the tiny training config) moves the OOD boundary below the paper's 7."""
+    rows = _rows({1: 5, 2: 10, 3: 10, 4: 10, 5: 4, 6: 3})
+    split = assign_splits(rows, 1, rule, in_distribution_max=4)
+    by_n = {}
+    for r in rows:
+        by_n.setdefault(r["n"], set()).add(split[r["instance_id"]])
+    assert by_n[5] == by_n[6] == {"ood"}
+    assert all(by_n[n] <= {"train", "validation"} and "train" in by_n[n] for n in (1, 2, 3, 4))
+    # the default keeps the paper's boundary: nothing of n <= 7 is OOD
+    assert "ood" not in set(assign_splits(rows, 1, rule).values())
+
+
 def _instance(iid: str, states: list[str], moves: list[str], cap: int = 2) -> dict:
     return {
         "instance_id": iid,

@@ -456,9 +456,15 @@ def _export(args: argparse.Namespace) -> int:
             seed = 0
     chosen = (recorded.get("export") or {}).get("split") if isinstance(recorded, dict) else None
     split = args.split or chosen
+    try:
+        in_max = int((recorded.get("export") or {}).get("in_distribution_max") or 7)
+    except (AttributeError, ValueError, TypeError):
+        in_max = 7
     formats = ["parquet", "jsonl"] if args.format == "both" else [args.format]
     try:
-        summary = export_run(run, formats, seed, Path(args.dest) if args.dest else None, split or "per_n")
+        summary = export_run(
+            run, formats, seed, Path(args.dest) if args.dest else None, split or "per_n", in_max
+        )
     except ConfigError as err:
         return _fail(str(err), 2)
     except ValidationFailed as err:
@@ -468,7 +474,7 @@ def _export(args: argparse.Namespace) -> int:
         parts = ", ".join(
             f"{part} {c['instances']} puzzles / {c['rows']} rows"
             for part, c in counts.items()
-            if part not in ("split_rule", "overlap")
+            if part not in ("split_rule", "overlap", "in_distribution_max")
         )
         seen = counts["overlap"]["validation"]
         print(

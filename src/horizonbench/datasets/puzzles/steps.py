@@ -34,11 +34,17 @@ TRAIN_SHARE = 0.8
 SplitRule = Literal["per_n", "pooled"]
 
 
-def assign_splits(rows: Iterable[Mapping[str, Any]], seed: int, rule: SplitRule = "per_n") -> dict[str, str]:
+def assign_splits(
+    rows: Iterable[Mapping[str, Any]],
+    seed: int,
+    rule: SplitRule = "per_n",
+    in_distribution_max: int = IN_DISTRIBUTION_MAX_N,
+) -> dict[str, str]:
     """instance_id -> split. Depends only on the seed and the set of instance ids (not on
     row order), so the same benchmark always splits the same way. ``per_n``: round(0.8
     * count) of each size train; ``pooled``: n = 1..7 of a family shuffled together and
-    ceil(0.2 * total) of them validation."""
+    ceil(0.2 * total) of them validation. Sizes above ``in_distribution_max`` (the
+    paper's 7) are OOD."""
     by_n: dict[tuple[str, int], list[str]] = {}
     for r in rows:
         by_n.setdefault((str(r["family"]), int(r["n"])), []).append(str(r["instance_id"]))
@@ -46,7 +52,7 @@ def assign_splits(rows: Iterable[Mapping[str, Any]], seed: int, rule: SplitRule 
     pools: dict[str, list[str]] = {}
     for (family, n), ids in sorted(by_n.items()):
         ids = sorted(ids)
-        if n > IN_DISTRIBUTION_MAX_N:
+        if n > in_distribution_max:
             out.update(dict.fromkeys(ids, "ood"))
             continue
         if rule == "pooled":
@@ -107,11 +113,15 @@ def step_overlap(steps: Iterable[Mapping[str, Any]], rule_columns: Sequence[str]
 
 
 def split_overlap(
-    rows: Sequence[Mapping[str, Any]], seed: int, rule: SplitRule, rule_columns: Sequence[str]
+    rows: Sequence[Mapping[str, Any]],
+    seed: int,
+    rule: SplitRule,
+    rule_columns: Sequence[str],
+    in_distribution_max: int = IN_DISTRIBUTION_MAX_N,
 ) -> dict[str, Any]:
     """:func:`step_overlap` of the instances as ``horizonbench export`` splits them (same
     seed and rule), for the generation stats and the report."""
-    splits = assign_splits(rows, seed, rule)
+    splits = assign_splits(rows, seed, rule, in_distribution_max)
     steps = (s for r in rows for s in step_rows(r, splits[str(r["instance_id"])], rule_columns))
     return {"split_rule": rule, **step_overlap(steps, rule_columns)}
 

@@ -542,7 +542,9 @@ def _generate_families(
             if rule_fields is not None and st.kept:
                 rows = read_parts(staged(run_dir, rel)).to_pylist()
                 rules = [f.name for f in rule_fields]
-                st.step_overlap = split_overlap(rows, cfg.run.seed, cfg.export.split, rules)
+                st.step_overlap = split_overlap(
+                    rows, cfg.run.seed, cfg.export.split, rules, cfg.export.in_distribution_max
+                )
             if log is not None:
                 log(
                     f"{name}: kept {st.kept} of {st.considered} candidates ({st.certified} certified, "

@@ -21,7 +21,14 @@ import pyarrow.parquet as pq
 
 from horizonbench.core.errors import ConfigError, ValidationFailed
 from horizonbench.core.registry import get_family
-from horizonbench.datasets.puzzles.steps import SPLITS, SplitRule, assign_splits, step_overlap, step_rows
+from horizonbench.datasets.puzzles.steps import (
+    IN_DISTRIBUTION_MAX_N,
+    SPLITS,
+    SplitRule,
+    assign_splits,
+    step_overlap,
+    step_rows,
+)
 from horizonbench.schemas.expectations import export_suite
 from horizonbench.schemas.tables import with_version
 from horizonbench.tasks.run_folder.layout import instances_rel
@@ -63,7 +70,12 @@ def _family(name: str) -> Any:
 
 
 def export_run(
-    run: Path, formats: list[str], seed: int, dest: Path | None = None, split: SplitRule = "per_n"
+    run: Path,
+    formats: list[str],
+    seed: int,
+    dest: Path | None = None,
+    split: SplitRule = "per_n",
+    in_distribution_max: int = IN_DISTRIBUTION_MAX_N,
 ) -> dict[str, Any]:
     """Write ``<dest>/<family>/<split>.{parquet,jsonl}``; returns per-family row counts,
     the split rule, and the step overlap (validation and OOD steps that repeat a training
@@ -89,7 +101,7 @@ def export_run(
             rows = read_parts(run / instances_rel(name)).to_pylist()
         except (OSError, pa.ArrowException) as err:
             raise ConfigError(f"--run {run}: {instances_rel(name)} cannot be read: {err}") from None
-        splits = assign_splits(rows, seed, split)
+        splits = assign_splits(rows, seed, split, in_distribution_max)
         rule_cols = [f.name for f in family.rule_fields]
         schema = with_version(pa.schema(STEP_FIELDS + list(family.rule_fields) + STEP_TAIL), f"export/{name}")
         steps = [s for r in rows for s in step_rows(r, splits[r["instance_id"]], rule_cols)]
@@ -106,6 +118,7 @@ def export_run(
             if "jsonl" in formats:
                 _atomic(dest / name / f"{part_name}.jsonl", lambda p, t=part: _write_jsonl(t, p))
         counts["split_rule"] = split
+        counts["in_distribution_max"] = in_distribution_max
         counts["overlap"] = step_overlap(steps, rule_cols)
         summary[name] = counts
     _atomic(
