@@ -103,8 +103,9 @@ def puzzle_suite(name: str) -> Suite:
     ]
 
 
-def export_suite() -> Suite:
-    """The step table of a training export: splits complete and disjoint by instance."""
+def export_suite(in_distribution_max: int = 7) -> Suite:
+    """The step table of a training export: splits complete and disjoint by instance, and
+    OOD exactly the sizes above ``in_distribution_max`` (``export.in_distribution_max``)."""
     return [
         ("ExpectTableRowCountToBeBetween", {"min_value": 1}),
         *_not_null("instance_id", "n", "step", "current_state", "move", "next_state", "goal_state", "split"),
@@ -113,7 +114,8 @@ def export_suite() -> Suite:
         ("ExpectCompoundColumnsToBeUnique", {"column_list": ["instance_id", "step"]}),
         # every instance in exactly one split, and the split matches its n
         ("ExpectColumnValuesToBeInSet", {"column": "_splits_per_instance", "value_set": [1]}),
-        ("ExpectColumnValuesToBeInSet", {"column": "_split_fits_n", "value_set": [True]}),
+        ("ExpectColumnValuesToBeBetween", {"column": "_in_distribution_n", "max_value": in_distribution_max}),
+        ("ExpectColumnValuesToBeBetween", {"column": "_ood_n", "min_value": in_distribution_max + 1}),
         # each instance has L + 1 rows, the last one the sentinel at the goal
         ("ExpectColumnValuesToBeInSet", {"column": "_rows_complete", "value_set": [True]}),
     ]
@@ -239,8 +241,11 @@ def derived_columns(table: str, df: pd.DataFrame) -> pd.DataFrame:
     elif table.startswith("export"):
         per = out.groupby("instance_id")
         out["_splits_per_instance"] = per["split"].transform("nunique").astype("int64")
-        ood = out["n"] >= 8
-        out["_split_fits_n"] = (ood == (out["split"] == "ood")).astype(bool)
+        # n of in-distribution rows (0 for OOD rows) and of OOD rows (a large n for the
+        # others): the suite bounds each by the export's in_distribution_max
+        ood = out["split"] == "ood"
+        out["_in_distribution_n"] = out["n"].where(~ood, 0).astype("int64")
+        out["_ood_n"] = out["n"].where(ood, 1_000_000).astype("int64")
         rows = per["step"].transform("size")
         sentinel = per["is_final"].transform("sum")
         expected = per["solution_length"].transform("first") + 1

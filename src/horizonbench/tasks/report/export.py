@@ -106,7 +106,7 @@ def export_run(
         schema = with_version(pa.schema(STEP_FIELDS + list(family.rule_fields) + STEP_TAIL), f"export/{name}")
         steps = [s for r in rows for s in step_rows(r, splits[r["instance_id"]], rule_cols)]
         table = pa.Table.from_pylist(steps, schema=schema)
-        result = validate_frame(table.to_pandas(), f"export/{name}", export_suite(), run)
+        result = validate_frame(table.to_pandas(), f"export/{name}", export_suite(in_distribution_max), run)
         if not result["success"]:
             raise ValidationFailed(f"export of {name} failed validation: {'; '.join(result['failures'])}")
         counts: dict[str, Any] = {}

@@ -29,8 +29,10 @@ _PACKAGES = (
 #: files that are not results: the resumable answer cache, GX's scratch output, and
 #: cached generation shards (``tasks.generate.shard_cache``: scratch a rerun reuses, pruned at will)
 _SKIP_SUFFIXES = (".sqlite", ".sqlite-wal", ".sqlite-shm", ".tmp", ".hbshard")
-#: folders of the run that hold no results (the run's own shard cache)
-_SKIP_DIRS = ("cache/",)
+#: folders of the run that hold no results (the run's own shard cache), and the trained
+#: checkpoints (models/): each is keyed by its own weights' digest wherever it matters
+#: (the attempt store), and a resumable training state changes as training goes on
+_SKIP_DIRS = ("cache/", "models/")
 #: the run folder's lock and live state (``tasks.run_folder.state``): they change after the
 #: manifest is written (the state's last word is the run's end)
 _SKIP_FILES = (".horizonbench.lock", "state.json")

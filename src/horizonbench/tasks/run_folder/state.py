@@ -42,6 +42,8 @@ STALE_BANNER = "<!--horizonbench-stale-->"
 STAGE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "generate": ("instances",),
     "worlds": ("episodes", "steps", "attempts/world_attempts.parquet"),
+    #: RecurrReason's trained sequence models (checkpoints, training history)
+    "train": ("models",),
     "evaluate": ("attempts/attempts.parquet", "prompts"),
     "score": ("scores",),
     "analyse": ("analysis",),
@@ -80,6 +82,10 @@ _RUNTIME_ONLY = {
     "evaluation.models.*.batch_poll_s": None,
     "evaluation.models.*.api_key_env": None,
     "evaluation.models.*.api_key_block": None,
+    # torch threads and the rollout decode batch change where the work runs, not what
+    # greedy decoding answers
+    "training.threads": None,
+    "training.decode_batch": None,
 }
 
 

@@ -37,8 +37,9 @@ from horizonbench.tasks.run_folder.storage import sha256_file
 
 MANIFEST = "manifest.json"
 #: stages whose outputs are not checked: GX's records (rewritten by ``export``'s
-#: validation of its step tables) and the manifest itself
-_UNCHECKED_STAGES = ("validate", "manifest")
+#: validation of its step tables), the manifest itself, and the trained checkpoints
+#: (each carries the digest of its weights, which keys its answers in the store)
+_UNCHECKED_STAGES = ("validate", "manifest", "train")
 #: the output (a ``STAGE_OUTPUTS`` entry) -> its stage, for the checked outputs
 CHECKED_OUTPUTS: dict[str, str] = {
     rel: stage for stage, rels in STAGE_OUTPUTS.items() if stage not in _UNCHECKED_STAGES for rel in rels
