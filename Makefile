@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install demo test lint bench clean
+.PHONY: install install-train demo test lint bench clean
 
 # The venv is rebuilt when the project's declared dependencies or the lock change; the
 # install also migrates Prefect's empty database once per Prefect version (the template
@@ -19,6 +19,15 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
+# The `train` extra (PyTorch CPU 2.13.0 and transformers, about 1.2 GB): the tests train
+# tiny sequence models; the demo never needs it
+TRAIN_STAMP := $(VENV)/.train-stamp
+$(TRAIN_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev,train]'
+	touch $(TRAIN_STAMP)
+
+install-train: $(TRAIN_STAMP)
+
 demo: install
 	$(BIN)/horizonbench demo --out runs/demo
 
@@ -26,11 +35,11 @@ lint: install
 	$(BIN)/ruff check src tests benchmarks deployment
 	$(BIN)/ruff format --check src tests benchmarks deployment
 
-test: install lint
+test: install-train lint
 	$(BIN)/python -m pytest -q --durations=15 -n 2 --dist loadfile
 
 # benchmarks/run.py holds the list of benchmarks (and runs each in its own process)
-bench: install
+bench: install-train
 	$(BIN)/python benchmarks/run.py
 
 clean:
