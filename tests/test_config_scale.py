@@ -116,3 +116,26 @@ def test_the_scaled_config_is_what_a_dry_run_reads(tmp_path):
     cfg = _load(args)
     assert cfg == scale_config(load_config(DEMO), 0.1)
     assert yaml.safe_load(DEMO.read_text())["evaluation"]["samples"] == 3 and cfg.evaluation.samples == 1
+
+
+@pytest.mark.parametrize("name", ["recurrreason-train.yaml", "recurrreason-train-tiny.yaml"])
+def test_a_scaled_training_config_keeps_its_models_small_and_every_split_some_instances(name):
+    """The paper's T5-small and GPT-2 become 2-layer models of width 32 for a few steps
+    (the same code trains them), and each trained puzzle keeps instances enough for a
+    train and a validation part."""
+    cfg = load_config(ROOT / "configs" / name)
+    small = scale_config(cfg, 0.005)
+    assert small.training is not None and cfg.training is not None
+    assert small.training.conditions == cfg.training.conditions
+    for arch_name, arch in small.training.architectures.items():
+        full = cfg.training.architectures[arch_name]
+        assert (arch.kind, arch.pretrained) == (full.kind, full.pretrained)
+        assert arch.layers <= 2 and arch.width <= 32 and arch.width % arch.heads == 0
+    steps = small.training.optimizer.max_steps
+    assert steps is not None and 4 <= steps <= 10
+    for label, fam in small.families.items():
+        counts = [fam.sampling.count] if fam.sampling.count is not None else []
+        if fam.sampling.bins is not None:
+            bins = fam.sampling.bins
+            counts = [bins.quotas.get(e, bins.per_bin) for e in bins.edges()]
+        assert sum(counts) >= 12, (label, counts)

@@ -15,6 +15,9 @@ budget and Dask setting) and shrinks only how much of it there is:
 * ``sampling.shard_size``: left to its default, which sizes shards to the work;
 * ``evaluation.samples``: ``ceil(F x samples)``; ``analysis.bootstrap``: ``ceil(F x B)``
   but at least 10 (or B when B is smaller);
+* ``training``: each architecture at most 2 layers of width 32 (the same code builds
+  and trains it), ``ceil(F x 2,000)`` optimiser steps at most (at least 4); the puzzles
+  it trains on keep at least 12 instances (or all they have), so every split has some;
 * ``worlds``: ``ceil(F x archetypes)`` and ``ceil(F x variants)`` worlds per cell, and
   of the ``sc`` and ``dd`` values ``ceil(F x count)`` (at least two when there were
   two or more, so a cliff can still be tested), evenly spread from the first to the last.
@@ -38,6 +41,12 @@ from horizonbench.schemas.config import Config, check_requests, parse_config
 
 #: the fewest bootstrap replicates a scaled analysis keeps (unless the config asked fewer)
 MIN_BOOTSTRAP = 10
+#: the fewest instances a puzzle that a training section trains on keeps (each split needs some)
+MIN_TRAINED_INSTANCES = 12
+#: a scaled training section's largest architecture, and its optimiser steps
+SMOKE_ARCHITECTURE = {"layers": 2, "width": 32}
+MAX_STEPS_AT_FULL_SCALE = 2000
+MIN_SMOKE_STEPS = 4
 
 
 def _part(factor: float, value: int) -> int:
@@ -45,8 +54,9 @@ def _part(factor: float, value: int) -> int:
     return max(1, math.ceil(round(factor * value, 9)))
 
 
-def scaled_bins(bins: dict[str, Any], factor: float) -> dict[str, Any]:
-    """Fewer, wider bins over the same range, each with ``ceil(F x the quotas it merges)``.
+def scaled_bins(bins: dict[str, Any], factor: float, floor: int = 1) -> dict[str, Any]:
+    """Fewer, wider bins over the same range, each with ``ceil(F x the quotas it merges)``
+    (at least ``floor``, but never more than the quotas it merges).
 
     ``bins`` is a ``BinSpec`` as plain data (JSON keys of ``quotas`` may be strings)."""
     lo, hi, width, per_bin = bins["min"], bins["max"], bins.get("width", 1), bins["per_bin"]
@@ -54,10 +64,11 @@ def scaled_bins(bins: dict[str, Any], factor: float) -> dict[str, Any]:
     edges = list(range(lo, hi, width))
     # whole groups of neighbouring bins, so every new bin is a union of old ones
     group = math.ceil(len(edges) / _part(factor, len(edges)))
-    merged = {
-        edges[i]: _part(factor, sum(quotas.get(old, per_bin) for old in edges[i : i + group]))
+    totals = {
+        edges[i]: sum(quotas.get(old, per_bin) for old in edges[i : i + group])
         for i in range(0, len(edges), group)
     }
+    merged = {e: max(_part(factor, total), min(floor, total)) for e, total in totals.items()}
     new_width = width * group
     common = max(merged.values())
     out = {**bins, "width": new_width, "per_bin": common}
@@ -79,24 +90,43 @@ def _spread(values: list[Any], factor: float) -> list[Any]:
     return [values[round(i * (n - 1) / (keep - 1))] for i in range(keep)]
 
 
-def _scaled_sampling(label: str, family: dict[str, Any], factor: float) -> dict[str, Any]:
+def _scaled_sampling(label: str, family: dict[str, Any], factor: float, floor: int = 1) -> dict[str, Any]:
     from horizonbench.core.registry import get_family
 
     sampling = dict(family["sampling"])
     if sampling.get("count") is not None:
-        sampling["count"] = _part(factor, sampling["count"])
+        sampling["count"] = max(_part(factor, sampling["count"]), min(floor, sampling["count"]))
     elif sampling.get("bins") is not None:
-        sampling["bins"] = scaled_bins(sampling["bins"], factor)
+        sampling["bins"] = scaled_bins(sampling["bins"], factor, floor)
     elif sampling.get("all"):
         fam = get_family(label)
         counter = getattr(fam, "candidate_count", None)
         if counter is not None:
             total = counter(fam.params_model.model_validate(family.get("params") or {}))
             sampling["all"] = False
-            sampling["count"] = _part(factor, total)
+            sampling["count"] = max(_part(factor, total), min(floor, total))
     # a few instances need no big shard: the default sizes shards to the work
     sampling.pop("shard_size", None)
     return sampling
+
+
+def _scaled_training(training: dict[str, Any], factor: float) -> dict[str, Any]:
+    """Small models for a few steps: the same architectures' code, conditions and
+    checkpoints (a hub name stays a hub name), at most ``SMOKE_ARCHITECTURE``'s sizes and
+    ``ceil(F x MAX_STEPS_AT_FULL_SCALE)`` optimiser steps."""
+    for arch in training["architectures"].values():
+        for key, most in SMOKE_ARCHITECTURE.items():
+            arch[key] = min(arch[key], most)
+        while arch["width"] % arch["heads"]:
+            arch["heads"] -= 1
+        arch["ff_width"] = None
+    optimizer = training["optimizer"]
+    steps = max(MIN_SMOKE_STEPS, _part(factor, MAX_STEPS_AT_FULL_SCALE))
+    optimizer["max_steps"] = min(optimizer.get("max_steps") or steps, steps)
+    optimizer["eval_every"] = min(
+        optimizer.get("eval_every") or optimizer["max_steps"], optimizer["max_steps"]
+    )
+    return training
 
 
 def scale_config(
@@ -113,8 +143,14 @@ def scale_config(
         return cfg
     check_requests(cfg, config_source)
     raw = cfg.model_dump(mode="json")
+    from horizonbench.schemas.config import training_puzzles
+
+    trained = set(training_puzzles(cfg)) if cfg.training is not None else set()
     for label, family in raw["families"].items():
-        family["sampling"] = _scaled_sampling(label, family, factor)
+        floor = MIN_TRAINED_INSTANCES if label in trained else 1
+        family["sampling"] = _scaled_sampling(label, family, factor, floor)
+    if raw.get("training") is not None:
+        raw["training"] = _scaled_training(raw["training"], factor)
     evaluation = raw["evaluation"]
     evaluation["samples"] = _part(factor, evaluation["samples"])
     analysis = raw["analysis"]
