@@ -164,7 +164,7 @@ class ModelSpec(_Strict):
     """One model to evaluate. ``name`` labels it in every table and in the report."""
 
     name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.:@/+-]+$")
-    provider: Literal["offline", "openai", "anthropic", "openai_compatible"]
+    provider: Literal["offline", "openai", "anthropic", "openai_compatible", "local"]
     #: offline baselines: oracle | noisy | random | rising (a simulated model whose
     #: per-step error rises with the step index; see horizonbench.core.hazard)
     kind: Literal["oracle", "noisy", "random", "rising"] | None = None
@@ -195,7 +195,14 @@ class ModelSpec(_Strict):
     #: at admission ("requested", OpenAI) or the tokens used ("used", Anthropic, vLLM);
     #: default by provider
     tpm_counts: Literal["requested", "used"] | None = None
-    #: the most calls in flight; lowered on 429s and raised again when they stop
+    #: ``local``: a saved sequence-model checkpoint per family (a checkpoint folder or a
+    #: hub name), key "*" for every family; it answers rollout steps only
+    checkpoints: dict[str, str] | None = None
+    #: ``local``: the most rollout steps decoded in one batched generate call
+    decode_batch: int = Field(default=32, ge=1, le=4096)
+    #: the most calls in flight; lowered on 429s and raised again when they stop. A local
+    #: model batches the calls in flight, so it wants max_concurrency = decode_batch: when
+    #: unset it is raised to decode_batch (at most 256)
     max_concurrency: int = Field(default=4, ge=1, le=256)
     timeout_s: float = Field(default=600.0, gt=0)
     #: retries after the first try, all through the rate limiter (the SDKs' are off)
@@ -251,8 +258,21 @@ class ModelSpec(_Strict):
             usable=usable,
         )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _local_concurrency(cls, data: Any) -> Any:
+        """A local model batches the steps in flight: unless max_concurrency is given,
+        let decode_batch of them be in flight (the default 4 would cap every batch at 4)."""
+        if isinstance(data, dict) and data.get("provider") == "local" and "max_concurrency" not in data:
+            batch = data.get("decode_batch", 32)
+            if isinstance(batch, int) and not isinstance(batch, bool) and batch >= 1:
+                data = {**data, "max_concurrency": min(batch, 256)}
+        return data
+
     @model_validator(mode="after")
     def _consistent(self) -> ModelSpec:
+        if self.checkpoints is not None and self.provider != "local":
+            raise ValueError(f"checkpoints: only local models load them (provider is {self.provider!r})")
         if self.kind != "rising":
             for name in ("rise", "rate", "eps_cap"):
                 if getattr(self, name) is not None:
@@ -273,6 +293,12 @@ class ModelSpec(_Strict):
                 cap = self.eps_cap if self.eps_cap is not None else DEFAULT_CAP
                 if self.eps is not None and cap < self.eps:
                     raise ValueError(f"eps_cap: {cap} is below eps ({self.eps}); the error only rises")
+        elif self.provider == "local":
+            if not self.checkpoints:
+                raise ValueError("provider 'local' needs 'checkpoints' (family -> checkpoint, '*' for all)")
+            for name in ("kind", "model", "base_url", "api_key_env", "api_key_block"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"{name}: a local model does not use it (it loads 'checkpoints')")
         else:
             if not self.model:
                 raise ValueError(f"provider {self.provider!r} needs 'model'")
@@ -702,6 +728,34 @@ class Config(_Strict):
                     f"training.architectures.{name}.pretrained: {arch.pretrained!r} names no puzzle "
                     f"this run trains on ({', '.join(puzzles)})"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _local_rollouts(self) -> Config:
+        """A local sequence model writes next states, not plans: it may only meet families
+        evaluated by rollout alone, and each such family needs a checkpoint."""
+        for i, spec in enumerate(self.evaluation.models):
+            if spec.provider != "local":
+                continue
+            checkpoints = spec.checkpoints or {}
+            for name, family in self.families.items():
+                if family.modes != ["rollout"]:
+                    raise ValueError(
+                        f"evaluation.models.{i}: the local model {spec.name!r} answers rollout steps only, "
+                        f"but families.{name}.modes is {family.modes}; use modes: [rollout]"
+                    )
+                base = name.split(SETTING_SEPARATOR)[0]
+                if not {name, base, "*"} & set(checkpoints):
+                    raise ValueError(
+                        f"evaluation.models.{i}.checkpoints: the local model {spec.name!r} has no checkpoint "
+                        f"for family {name!r} (give one, or '*')"
+                    )
+            for j, agent in enumerate(self.worlds.agents if self.worlds is not None else ()):
+                if agent.kind == "model" and agent.model == spec.name:
+                    raise ValueError(
+                        f"worlds.agents.{j}.model: {spec.name!r} is a local sequence model; it answers "
+                        "puzzle rollout steps, not harness prompts"
+                    )
         return self
 
     @model_validator(mode="after")

@@ -63,8 +63,8 @@ def price_for(
     """The price of one model entry: config overrides first, then the shipped table."""
     if input_override is not None or output_override is not None:
         return Price(float(input_override or 0.0), float(output_override or 0.0), "config")
-    if provider == "offline":
-        return Price(0.0, 0.0, "offline")
+    if provider in ("offline", "local"):  # computed here, nothing billed
+        return Price(0.0, 0.0, provider)
     best: tuple[float, float] | None = None
     best_len = -1
     for (prov, prefix), value in DEFAULT_PRICES.items():
