@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from horizonbench.analysis.decay import DEFAULT_SUCCESS_DEFINITION, SUCCESS_DEFINITIONS
 from horizonbench.datasets.maze.categories import category_of
-from horizonbench.reports import ablation_parts, plots, seqbench_figures, world_parts
+from horizonbench.reports import ablation_parts, plots, seqbench_figures, seqmodel_parts, world_parts
 from horizonbench.reports import seqbench_parts as parts
 from horizonbench.reports import world_paper_parts as papers
 
@@ -520,6 +520,17 @@ def _puzzle_figure(by_n: pd.DataFrame) -> Markup:
     return Markup(plots.puzzle_success_svg(by_n, families))
 
 
+def _seqmodels(tables: Mapping[str, pd.DataFrame]) -> dict[str, Any] | None:
+    """The trained sequence models' section (``reports/seqmodel_parts.py``) with its
+    tables formatted; None without ``tables["seqmodels"]``."""
+    part = seqmodel_parts.seqmodel_part(tables)
+    if part is None:
+        return None
+    formatted = {key: _table(*part[key]) for key in seqmodel_parts.TABLE_KEYS}
+    per_puzzle = [{"puzzle": p["puzzle"], "table": _table(*p["table"])} for p in part["per_puzzle"]]
+    return {**part, **formatted, "per_puzzle": per_puzzle}
+
+
 def render_report(
     *,
     title: str,
@@ -612,6 +623,7 @@ def render_report(
         ),
         "world_horizon": world_parts.horizon_caption(worlds) if worlds else None,
         "sweeps": sweeps,
+        "seqmodels": _seqmodels(all_tables),
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),
         "fit_success": _success_definitions(maze["fits"]),

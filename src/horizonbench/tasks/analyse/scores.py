@@ -14,6 +14,7 @@ from horizonbench.analysis import prompt_example, seqbench, seqbench_sweep, summ
 from horizonbench.analysis.compounding import compounding_tables
 from horizonbench.schemas.config import Config
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, CROSS_FAMILY_TABLES, SCORES_SCHEMA
+from horizonbench.tasks.analyse.seqmodels import write_seqmodels
 from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, PROMPTS_REL, SCORES_REL
 from horizonbench.tasks.run_folder.storage import write_table
 
@@ -210,4 +211,6 @@ def write_analysis(cfg: Config, run_dir: Path) -> tuple[dict[str, str], pd.DataF
         dest = run_dir / "analysis" / f"{name}.parquet"
         write_table(to_table(df, ANALYSIS_SCHEMAS[name]), dest, f"analysis/{name}")
         paths[name] = str(dest)
+    if (seqmodels := write_seqmodels(cfg, run_dir)) is not None:
+        paths["seqmodels"] = seqmodels
     return paths, tables["fits"]

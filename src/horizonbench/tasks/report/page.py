@@ -14,7 +14,9 @@ import pyarrow.parquet as pq
 from horizonbench.analysis.failures import ATTEMPT_KEY, choose_failures, choose_maps
 from horizonbench.reports.html import render_report
 from horizonbench.reports.maze_map import violation_map_for_answer
+from horizonbench.schemas.seqmodels import SEQMODELS_SCHEMA
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
+from horizonbench.tasks.analyse.seqmodels import SEQMODELS_REL
 from horizonbench.tasks.analyse.worlds import read_world_analysis
 from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
 from horizonbench.tasks.run_folder.storage import write_text
@@ -172,6 +174,8 @@ def write_report(run_dir: Path, title: str, run_info: dict[str, Any], counts: di
         name: _read(run_dir / "analysis" / f"{name}.parquet", schema)
         for name, schema in ANALYSIS_SCHEMAS.items()
     }
+    # a training study's table (analysis/seqmodels.parquet); empty, and no section, without one
+    tables["seqmodels"] = _read(run_dir / SEQMODELS_REL, SEQMODELS_SCHEMA)
     scores = _read(run_dir / SCORES_REL, SCORES_SCHEMA, _SCORE_COLUMNS)
     chosen, totals = choose_failures(scores, FAILURES_PER_MODEL) if len(scores) else (pd.DataFrame(), {})
     attempts_path = run_dir / ATTEMPTS_REL
