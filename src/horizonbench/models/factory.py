@@ -34,7 +34,7 @@ def api_key_for(spec: ModelSpec, environ: Mapping[str, str] = os.environ) -> str
     names ``api_key_env`` explicitly (naming one says the server wants it). A compatible
     server without ``api_key_env`` gets no key (the client sends a placeholder).
     """
-    if spec.provider == "offline":
+    if spec.provider in ("offline", "local"):
         return None
     env_name = spec.api_key_env or DEFAULT_API_KEY_ENV.get(spec.provider)
     if env_name is None and spec.api_key_block is None:
@@ -77,6 +77,11 @@ def build_model(spec: ModelSpec, environ: Mapping[str, str] = os.environ, *, sen
     """
     if spec.provider == "offline":
         return OfflineModel(spec)
+    if spec.provider == "local":
+        # torch loads at the first step decoded, inside LocalModel: other runs never pay for it
+        from horizonbench.models.local import LocalModel
+
+        return LocalModel(spec)
     key = api_key_for(spec, environ) if sends else ESTIMATE_ONLY_KEY
     # the SDKs are imported here, by the first API model: an offline run never pays for
     # them (about 1.7 s)
