@@ -112,6 +112,11 @@ def test_rerun_resumes_and_equals_an_uninterrupted_run(trained, data, kind, tmp_
     assert resumed.resumed and resumed.steps == 40
     assert resumed.history == full.history
     assert resumed.losses == full.losses
+    # a stop between evaluations (at 15) adds that evaluation, and training continues the same
+    mid = train(_job(data, kind, tmp_path / "mid", max_steps=15))
+    assert [h["step"] for h in mid.history] == [10, 15]
+    mid = train(_job(data, kind, tmp_path / "mid", max_steps=40))
+    assert mid.losses == full.losses and [h["step"] for h in mid.history] == [10, 15, 20, 30, 40]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -133,3 +138,53 @@ def test_a_saved_model_starts_a_fine_tuning_run(trained, data, kind, tmp_path):
     assert meta["condition"] == "fine_tuned"
     out = LoadedModel.load(str(tuned.best_dir)).generate([data[1][0][0]], 40)
     assert len(out) == 1
+
+
+def test_early_stopping_after_patience_evaluations_each_epoch(data, tmp_path):
+    """Evaluated each epoch (no eval_every); a large step size stops improving soon, and
+    the run stops at the first evaluation that is ``patience`` past the best."""
+    job = _job(data, "decoder_only", tmp_path, max_steps=400)
+    opt = OptimizerSpec(lr=3e-2, batch_size=8, max_steps=400, patience=2)
+    job.optimizer = opt
+    result = train(job)
+    assert result.stopped_early and result.steps < 400
+    vals = [h["val_loss"] for h in result.history]
+    assert [h["step"] for h in result.history] == [6 * (i + 1) for i in range(len(vals))]  # 48 pairs / 8
+    best = vals.index(min(vals))
+    assert len(vals) - 1 - best == opt.patience
+    assert result.best_val_loss == min(vals)
+    # a rerun of a stopped job returns at once
+    assert train(job).steps == result.steps
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_batched_decoding_of_a_random_model_equals_one_by_one(data, kind):
+    """An untrained model's answers differ from prompt to prompt, so padding mistakes
+    (left padding without the mask or positions) would show."""
+    from horizonbench.training.architectures import build_model
+    from horizonbench.training.tokenizer import build_tokenizer
+
+    torch.manual_seed(0)
+    tok = build_tokenizer([t for p in data[0] + data[1] for t in p])
+    model = build_model(ArchitectureSpec(kind=kind, layers=1, width=32, heads=4), tok, max_positions=256)
+    with torch.no_grad():  # wide random weights: answers depend on the prompt (T5's init is near-constant)
+        if kind == "encoder_decoder":
+            for p in model.parameters():
+                p.normal_(0.0, 0.5)
+        model.get_output_embeddings().weight[[tok.eos_token_id, tok.pad_token_id]] = 0.0  # all 12 tokens
+    loaded = LoadedModel(model, tok, "x")
+    sources = sorted({s for s, _ in data[0]}, key=len)
+    sources = [sources[0], sources[-1], sources[len(sources) // 2], sources[1]]
+    batched = loaded.generate(sources, 12)
+    assert len({t for t, _ in batched}) > 1 and not any(ended for _, ended in batched)
+    assert batched == [loaded.generate([s], 12)[0] for s in sources]
+
+
+def test_next_state_accuracy_compares_greedy_outputs_with_targets(trained, data):
+    model = LoadedModel.load(str(trained["decoder_only"][0].best_dir))
+    sources = [s for s, _ in data[1][:5]]
+    outs = [t for t, _ in model.generate(sources, 30)]
+    own = [(s, o.replace(", ", ",")) for s, o in zip(sources, outs, strict=True)]  # spacing ignored
+    assert next_state_accuracy(model, own, batch=2, max_new_tokens=30) == 1.0
+    wrong = [(s, o + "X") for s, o in own]
+    assert next_state_accuracy(model, own[:2] + wrong[2:], batch=3, max_new_tokens=30) == pytest.approx(2 / 5)

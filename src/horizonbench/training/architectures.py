@@ -14,6 +14,14 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
+def quiet() -> None:
+    """Turn off transformers' own progress bars (one per checkpoint save and load, which
+    would flood a training log); the trainer draws its own."""
+    from transformers.utils import logging
+
+    logging.disable_progress_bar()
+
+
 def build_model(
     arch: ArchitectureSpec, tokenizer: PreTrainedTokenizerBase, max_positions: int
 ) -> PreTrainedModel:
@@ -65,6 +73,7 @@ def load_pretrained(path_or_name: str) -> tuple[PreTrainedModel, PreTrainedToken
     (GPT-2's) pads with its eos token."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
+    quiet()
     tokenizer = AutoTokenizer.from_pretrained(path_or_name)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

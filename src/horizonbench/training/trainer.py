@@ -116,9 +116,10 @@ def train(job: TrainJob) -> TrainResult:
     import torch
     from tqdm.auto import tqdm
 
-    from horizonbench.training.architectures import build_model, kind_of, load_pretrained
+    from horizonbench.training.architectures import build_model, kind_of, load_pretrained, quiet
     from horizonbench.training.tokenizer import build_tokenizer
 
+    quiet()
     out, opt = Path(job.out_dir), job.optimizer
     last = out / "last"
     if job.threads:
