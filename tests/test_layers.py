@@ -20,7 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "horizonbench"
 FLOORS: tuple[frozenset[str], ...] = (
     frozenset({"core", "configs", "__init__"}),  # shared vocabulary; data; the version
     frozenset({"analysis", "schemas"}),  # pure statistics; table schemas and config models
-    frozenset({"datasets", "models", "harness", "reports", "calibration"}),
+    frozenset({"datasets", "models", "harness", "reports", "calibration", "training"}),
     frozenset({"tasks"}),  # the stages and their rooms
     frozenset({"flows"}),  # the only code that knows the order of the stages
     frozenset({"cli"}),

@@ -82,9 +82,21 @@ def _load(path: Path) -> dict[str, Any]:
 
 def _local_copy(path: Path, server: Any, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, set[str]]:
     """The config with every API model sent to the fake server and its key variable set
-    to a dummy; the config itself when it has none. Returns the file and the API models."""
+    to a dummy, and every hub checkpoint of a training section replaced by the run's own
+    scratch model; the config itself when it has neither. Returns the file and the API
+    models."""
     data = _load(path)
     api = set()
+    rewritten = False
+    training = data.get("training")
+    if training:
+        # hub checkpoints (t5-small, gpt2) cannot be downloaded here: the pre-trained
+        # conditions start from this run's own scratch model, as the tiny config's do
+        first = (training.get("puzzles") or list(data["families"]))[0]
+        for arch in training["architectures"].values():
+            if arch.get("pretrained") and not arch["pretrained"].startswith("run:"):
+                arch["pretrained"] = f"run:{first}"
+                rewritten = True
     for model in (data.get("evaluation") or {}).get("models") or []:
         if model["provider"] == "offline":
             continue
@@ -92,7 +104,7 @@ def _local_copy(path: Path, server: Any, tmp: Path, monkeypatch: pytest.MonkeyPa
         model["base_url"] = server.root_url if model["provider"] == "anthropic" else server.base_url
         if model.get("api_key_env"):
             monkeypatch.setenv(model["api_key_env"], DUMMY_KEY)
-    if not api:
+    if not api and not rewritten:
         return path, api
     copy = tmp / f"local-{path.name}"
     copy.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")

@@ -188,3 +188,20 @@ def test_next_state_accuracy_compares_greedy_outputs_with_targets(trained, data)
     assert next_state_accuracy(model, own, batch=2, max_new_tokens=30) == 1.0
     wrong = [(s, o + "X") for s, o in own]
     assert next_state_accuracy(model, own[:2] + wrong[2:], batch=3, max_new_tokens=30) == pytest.approx(2 / 5)
+
+
+def test_checkpoints_load_concurrently_from_many_threads(trained, data):
+    """The local provider loads one checkpoint per model and puzzle from the engine's
+    threads at once. transformers builds weights under a process-wide meta-device patch;
+    without the build lock, concurrent loads failed with "Cannot copy out of meta tensor"
+    (seen in a whole tiny training run, 2026-12-04)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folders = [str(trained[kind][1] / "best") for kind in KINDS] * 4
+    source = data[1][0][0]
+    with ThreadPoolExecutor(len(folders)) as pool:
+        loaded = list(pool.map(LoadedModel.load, folders))
+    alone = {kind: LoadedModel.load(str(trained[kind][1] / "best")).generate([source], 12) for kind in KINDS}
+    for folder, model in zip(folders, loaded, strict=True):
+        kind = next(k for k in KINDS if folder.startswith(str(trained[k][1])))
+        assert model.generate([source], 12) == alone[kind]

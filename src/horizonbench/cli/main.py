@@ -112,6 +112,16 @@ def _parser() -> argparse.ArgumentParser:
         help="the most USD the run folder pays for model calls in all, reruns included "
         "(overrides evaluation.budget_usd; a rerun past the cap sends nothing until it is raised)",
     )
+    t = sub.add_parser(
+        "train",
+        help="RecurrReason's experiment: train sequence models on the step exports, roll them out",
+        description="Generate the config's puzzles, export their step tables, train the "
+        "'training' section's models (a Prefect task run per puzzle x architecture x "
+        "condition), roll them out through the evaluation engine, analyse and report. "
+        "Rerunning into the same DIR resumes training from the last checkpoints and reuses "
+        "stored answers. Needs the 'train' extra (PyTorch, transformers).",
+    )
+    common(t)
     d = sub.add_parser(
         "demo",
         help="the offline demo pipeline (no API keys needed)",
@@ -253,6 +263,28 @@ def _load(args: argparse.Namespace) -> Any:
     return cfg
 
 
+def _training_problem(cfg: Any, command: str) -> str | None:
+    """One line when the command cannot train: ``train`` without a training section, or
+    a training section without PyTorch and transformers installed (the ``train`` extra,
+    which ``make test`` installs and ``make demo`` does not)."""
+    import importlib.util
+
+    if command == "train" and cfg.training is None:
+        return (
+            "the config has no 'training' section: nothing to train "
+            "(configs/recurrreason-train-tiny.yaml has one)"
+        )
+    if command not in ("run", "train") or cfg.training is None:
+        return None
+    missing = [m for m in ("torch", "transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        return (
+            f"the config's 'training' section needs {' and '.join(missing)}, which is not installed: "
+            "pip install -e '.[train]' (README: Training sequence models)"
+        )
+    return None
+
+
 def _check_api_keys(cfg: Any) -> None:
     """Fail before writing anything when a model's key is missing from the environment.
 
@@ -312,6 +344,9 @@ def _checked_run(args: argparse.Namespace, argv: list[str] | None) -> int:
         cfg = _load(args)
     except ConfigError as err:
         return _fail(str(err), 2)
+    problem = _training_problem(cfg, args.command)
+    if problem:
+        return _fail(problem, 2)
     try:
         # keys are checked only where calls would be sent: a dry run sends nothing (its
         # estimate builds each model for its identity alone, which holds no key)
@@ -717,7 +752,12 @@ def _flows(args: argparse.Namespace, cfg: Any, out: Path) -> int:
 
                 print(format_world_estimate(rows))
         return 0
-    result = pipeline(cfg, str(out), _series(args))
+    if args.command == "train":
+        from horizonbench.flows.pipeline import train_flow
+
+        result = train_flow(cfg, str(out), _series(args))
+    else:
+        result = pipeline(cfg, str(out), _series(args))
     print(f"report: {Path(result).resolve()}" if result.endswith(".html") else f"run: {result}")
     return _missing_attempts(out, cfg)
 

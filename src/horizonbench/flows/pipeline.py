@@ -261,6 +261,8 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     _prepare(run, cfg, "run")
     stats = _generate_and_validate(cfg, run)
     counts: dict[str, Any] = {"generation": stats}
+    if cfg.training is not None and cfg.families:
+        cfg = _trained(cfg, run)
     analysed = False
     if cfg.worlds is not None:
         counts["worlds"] = _world_study(cfg, run)
@@ -321,6 +323,32 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     if problems:
         return Failed(message="; ".join(problems))
     return str(run / REPORT_REL) if report else str(run)
+
+
+def _trained(cfg: Config, run: Path) -> Config:
+    """Train the config's sequence models (tasks/train: a task run per puzzle x
+    architecture x condition), then evaluate them beside the config's own models."""
+    from horizonbench.tasks.train.stage import train_models
+
+    local = train_models(cfg, str(run))
+    run_folder.current(run, "train")
+    evaluation = cfg.evaluation.model_copy(update={"models": [*cfg.evaluation.models, *local]})
+    return cfg.model_copy(update={"evaluation": evaluation})
+
+
+@flow(name="horizonbench-train", flow_run_name=flow_run_name, validate_parameters=False)
+def train_flow(config: dict[str, Any] | Config | str, out: str, series: str | None = None) -> Any:
+    """RecurrReason's experiment: generate -> validate -> export -> train -> evaluate by
+    rollout -> score -> analyse -> report. The pipeline itself (a config with a
+    ``training`` section trains in ``horizonbench run`` too), under its own flow name so
+    the UI tells training runs apart."""
+    started = time.time()
+    cfg, run = _resolve(config, out)
+    if cfg.training is None:
+        from horizonbench.core.errors import ConfigError
+
+        raise ConfigError("the config has no 'training' section: nothing to train")
+    return _guarded(run, lambda: _pipeline(cfg, run, series or out, started))
 
 
 def _world_study(cfg: Config, run: Path) -> dict[str, Any]:

@@ -6,12 +6,21 @@ writes the next state). ``decoder_only``: GPT-2 (one causal sequence ``source =>
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Any
 
 from horizonbench.schemas.training import ArchitectureSpec
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+#: held while a model is built or loaded. transformers builds a model's parameters under a
+#: process-wide patch (weights first created on the meta device, then filled from the
+#: file); a second thread building a model at the same time gets meta tensors ("Cannot
+#: copy out of meta tensor"). The local provider loads one checkpoint per model and
+#: puzzle from the engine's threads, so loads take turns.
+BUILD_LOCK = threading.RLock()
 
 
 def quiet() -> None:
@@ -47,7 +56,8 @@ def build_model(
             decoder_start_token_id=tokenizer.pad_token_id,
             **ids,
         )
-        return T5ForConditionalGeneration(cfg)
+        with BUILD_LOCK:
+            return T5ForConditionalGeneration(cfg)
     cfg = GPT2Config(
         n_layer=arch.layers,
         n_embd=arch.width,
@@ -60,7 +70,8 @@ def build_model(
         bos_token_id=tokenizer.bos_token_id,
         **ids,
     )
-    return GPT2LMHeadModel(cfg)
+    with BUILD_LOCK:
+        return GPT2LMHeadModel(cfg)
 
 
 def kind_of(model: PreTrainedModel) -> str:
@@ -74,12 +85,13 @@ def load_pretrained(path_or_name: str) -> tuple[PreTrainedModel, PreTrainedToken
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     quiet()
-    tokenizer = AutoTokenizer.from_pretrained(path_or_name)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    config = AutoConfig.from_pretrained(path_or_name)
-    cls = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-    model = cls.from_pretrained(path_or_name)
+    with BUILD_LOCK:
+        tokenizer = AutoTokenizer.from_pretrained(path_or_name)
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        config = AutoConfig.from_pretrained(path_or_name)
+        cls = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
+        model = cls.from_pretrained(path_or_name)
     if model.config.pad_token_id is None:
         model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer

@@ -95,7 +95,7 @@ def render_prompts(cfg: Config, run: Path) -> Prompted:
     for fam_name, fam_spec in cfg.families.items():
         family = get_family(fam_name)
         prompt_settings = family.prompt_model.model_validate(fam_spec.prompt)
-        rows = instance_rows(run, fam_name)
+        rows = evaluated_rows(cfg, fam_name, instance_rows(run, fam_name))
         for mode in fam_spec.modes:
             for row in rows:
                 if mode == "plan":
@@ -104,6 +104,21 @@ def render_prompts(cfg: Config, run: Path) -> Prompted:
                     messages = family.step_prompt(row, prompt_settings, family.start(row), 1)  # type: ignore[attr-defined]
                 out.append((fam_name, mode, row, tuple(messages)))
     return out
+
+
+def evaluated_rows(cfg: Config, family: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The instances a study evaluates: all of them, except in a training study, whose
+    puzzles are evaluated on ``training.evaluate_splits`` only (the models were trained
+    on the train split: rolling them out there measures memory, and costs the most)."""
+    from horizonbench.schemas.config import training_puzzles
+
+    if cfg.training is None or family not in training_puzzles(cfg):
+        return rows
+    from horizonbench.datasets.puzzles.steps import assign_splits
+
+    splits = assign_splits(rows, cfg.run.seed, cfg.export.split, cfg.export.in_distribution_max)
+    keep = set(cfg.training.evaluate_splits)
+    return [r for r in rows if splits[str(r["instance_id"])] in keep]
 
 
 def build_conversations(cfg: Config, prompted: Prompted, model_name: str) -> list[RolloutConversation]:

@@ -1,0 +1,1 @@
+"""The train stage: RecurrReason's sequence models, trained on the run's step exports."""
