@@ -101,6 +101,12 @@ BENCHMARKS: list[Benchmark] = [
         smoke=(),
     ),
     Benchmark(
+        "training",
+        "training.py",
+        "tiny sequence models: a Blocks World learning curve, tokens/s per core, rollout steps/s",
+        smoke=("--budget", "10", "--candidates", "300"),
+    ),
+    Benchmark(
         "calibration",
         "calibration.py",
         "the calibration suite: coverage, false positives and power of every analysis output",
