@@ -476,7 +476,7 @@ def _exit_now(code: int) -> None:
 
 def _export(args: argparse.Namespace) -> int:
     from horizonbench.core.errors import ConfigError, ValidationFailed
-    from horizonbench.tasks.report.export import export_run
+    from horizonbench.tasks.report.export import EXPORTS_REL, export_run
 
     run = Path(args.run)
     seed = args.seed
@@ -504,7 +504,7 @@ def _export(args: argparse.Namespace) -> int:
         return _fail(str(err), 2)
     except ValidationFailed as err:
         return _fail(str(err), 1)
-    dest = Path(args.dest) if args.dest else run / "exports"
+    dest = Path(args.dest) if args.dest else run / EXPORTS_REL
     for name, counts in summary.items():
         parts = ", ".join(
             f"{part} {c['instances']} puzzles / {c['rows']} rows"

@@ -69,6 +69,11 @@ def _family(name: str) -> Any:
         return None
 
 
+#: where a run's step tables are exported by default (``horizonbench export`` and the
+#: train stage, which trains on these files)
+EXPORTS_REL = "exports"
+
+
 def export_run(
     run: Path,
     formats: list[str],
@@ -93,7 +98,7 @@ def export_run(
         raise ConfigError(
             f"--run {run}: no puzzle family to export (hanoi, checkers, river_crossing, blocks_world)"
         )
-    dest = dest or run / "exports"
+    dest = dest or run / EXPORTS_REL
     summary: dict[str, Any] = {}
     for name in families:
         family = get_family(name)

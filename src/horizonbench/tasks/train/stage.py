@@ -15,7 +15,6 @@ on the same files keeps "what we trained on" and "what we published" one thing.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,12 +28,12 @@ from horizonbench.core.seeding import derive_seed
 from horizonbench.schemas.config import Config, ModelSpec, training_puzzles
 from horizonbench.schemas.training import RUN_PREFIX, ArchitectureSpec, seqmodel_name
 from horizonbench.tasks.cluster import progress
-from horizonbench.tasks.report.export import export_run
+from horizonbench.tasks.report.export import EXPORTS_REL, export_run
 from horizonbench.tasks.run_folder.storage import write_json
 
 MODELS_REL = "models"
-EXPORTS_REL = "exports"
-#: the training summary the report and ``make bench`` read
+#: what each model's training did (steps, epochs, losses, time, resumed), and the torch
+#: and transformers versions it ran on
 SUMMARY_REL = f"{MODELS_REL}/training.json"
 
 
@@ -202,11 +201,3 @@ def train_models(cfg: Config, run: str) -> list[ModelSpec]:
     ]
     logger.info("trained models to roll out: %s", ", ".join(m.name for m in models))
     return models
-
-
-def summary(run: Path) -> dict[str, Any] | None:
-    """The training summary of a run folder, or None when it trained nothing."""
-    try:
-        return json.loads((run / SUMMARY_REL).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
