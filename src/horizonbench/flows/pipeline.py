@@ -17,7 +17,7 @@ from horizonbench.flows.repair import repair
 from horizonbench.schemas.config import Config, check_requests, load_config, parse_config, today_utc
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
-from horizonbench.tasks.analyse.stage import analyse, analyse_worlds
+from horizonbench.tasks.analyse.stage import analyse, analyse_worlds, plan_next_wave
 from horizonbench.tasks.evaluate.attempts import evaluate_models
 from horizonbench.tasks.evaluate.world_episodes import run_world_episodes, write_world_tables
 from horizonbench.tasks.evaluate.world_models import (
@@ -31,6 +31,7 @@ from horizonbench.tasks.report.page import REPORT_REL
 from horizonbench.tasks.report.run_info import report_counts, report_run_info
 from horizonbench.tasks.report.stage import build_report
 from horizonbench.tasks.run_folder import state as run_folder
+from horizonbench.tasks.run_folder.design import adaptive_labels, quotas, read_design, wave_config
 from horizonbench.tasks.run_folder.layout import EPISODES_REL, SCORES_REL, STEPS_REL, instances_rel
 from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha, versions, write_manifest
 from horizonbench.tasks.run_folder.spend import budget_counts, budget_problem
@@ -117,6 +118,9 @@ def short_bins(cfg: Config, stats: list[dict[str, Any]]) -> list[str]:
         spec = cfg.families.get(st["family"])
         short = st.get("unfilled_bins") or {}
         if spec is None or not short or spec.sampling.allow_unfilled or spec.sampling.bins is None:
+            continue
+        if spec.sampling.adaptive is not None:  # a wave's bins ask what the design wants; a short one is
+            # closed to later waves (tasks/analyse/adaptive.py), not a failure of the run
             continue
         bins = spec.sampling.bins
         shown = ", ".join(f"{lo}-{int(lo) + bins.width - 1}: {got}" for lo, got in list(short.items())[:8])
@@ -259,7 +263,8 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
         _finish(run, out_template, f"horizonbench: {cfg.run.name}", repaired, [], report_page)
         return str(page) if report_page else str(run)
     _prepare(run, cfg, "run")
-    stats = _generate_and_validate(cfg, run)
+    adaptive = bool(adaptive_labels(cfg)) and bool(cfg.evaluation.models)
+    stats = [] if adaptive else _generate_and_validate(cfg, run)
     counts: dict[str, Any] = {"generation": stats}
     if cfg.training is not None and cfg.families:
         cfg = _trained(cfg, run)
@@ -267,26 +272,12 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     if cfg.worlds is not None:
         counts["worlds"] = _world_study(cfg, run)
         run_folder.current(run, "worlds")
-    if cfg.evaluation.models and cfg.families:
-        counts["attempts"] = evaluation = evaluate_models(cfg, str(run))
-        run_folder.current(run, "evaluate")
-        for message in silent_models(evaluation):
-            logger.error(message)
-        if evaluation["total"]["answered"]:
-            scores_path = score_attempts(cfg, str(run))
-            violations = tuple(sorted({v for name in cfg.families for v in get_family(name).violations}))
-            validate_table.with_options(task_run_name="validate-scores")(
-                scores_path, "scores", scores_suite(violations), str(run)
-            )
-            promote(run, SCORES_REL)
-            run_folder.current(run, "score")
-            analyse(cfg, str(run))
-            analysed = True
-        else:
-            logger.error("no model answered anything: no scores, analysis or report")
-        missing = evaluation["total"]["failed"]
-        if missing:
-            logger.warning("%s", missing_summary(evaluation))
+    if adaptive:
+        stats, evaluation, analysed, counts["adaptive"] = _adaptive_study(cfg, run)
+        counts["generation"] = stats
+        counts["attempts"] = evaluation
+    elif cfg.evaluation.models and cfg.families:
+        counts["attempts"], analysed = _evaluate(cfg, run)
     elif cfg.families:
         logger.warning("no models configured: instances only, no evaluation")
     if analysed or counts.get("worlds"):
@@ -323,6 +314,58 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     if problems:
         return Failed(message="; ".join(problems))
     return str(run / REPORT_REL) if report else str(run)
+
+
+def _evaluate(cfg: Config, run: Path) -> tuple[dict[str, Any], bool]:
+    """evaluate -> score -> validate -> analyse; whether there was anything to analyse."""
+    logger = get_run_logger()
+    evaluation = evaluate_models(cfg, str(run))
+    run_folder.current(run, "evaluate")
+    for message in silent_models(evaluation):
+        logger.error(message)
+    analysed = False
+    if evaluation["total"]["answered"]:
+        scores_path = score_attempts(cfg, str(run))
+        violations = tuple(sorted({v for name in cfg.families for v in get_family(name).violations}))
+        validate_table.with_options(task_run_name="validate-scores")(
+            scores_path, "scores", scores_suite(violations), str(run)
+        )
+        promote(run, SCORES_REL)
+        run_folder.current(run, "score")
+        analyse(cfg, str(run))
+        analysed = True
+    else:
+        logger.error("no model answered anything: no scores, analysis or report")
+    if evaluation["total"]["failed"]:
+        logger.warning("%s", missing_summary(evaluation))
+    return evaluation, analysed
+
+
+def _adaptive_study(
+    cfg: Config, run: Path
+) -> tuple[list[dict[str, Any]], dict[str, Any], bool, dict[str, Any]]:
+    """Waves of generate -> validate -> evaluate -> score -> analyse, each wave's
+    instances chosen from the analysis of the waves before it (``plan-wave``, through
+    ``adaptive/design.parquet``), until every adaptive (family label, model) has stopped:
+    its interval within the target, its call budget spent, its bins exhausted or its
+    waves used up. Earlier waves' answers come from the attempt store, never paid twice."""
+    most = max(cfg.families[label].sampling.adaptive.max_waves for label in adaptive_labels(cfg))  # type: ignore[union-attr]
+    stats: list[dict[str, Any]] = []
+    evaluation: dict[str, Any] = {}
+    analysed = False
+    plan: dict[str, Any] = {}
+    waves = 0
+    for wave in range(1, most + 2):
+        plan = plan_next_wave.with_options(task_run_name=f"plan-wave-{wave}")(cfg, str(run), wave)
+        if not plan["going"] or (wave > 1 and not analysed):
+            break
+        wave_cfg = wave_config(cfg, quotas(read_design(run)))
+        stats = _generate_and_validate(wave_cfg, run)
+        evaluation, analysed = _evaluate(wave_cfg, run)
+        waves = wave
+        if evaluation["total"]["failed"] and not evaluation["total"]["answered"]:
+            break
+    return stats, evaluation, analysed, {"waves": waves, "stopped": plan.get("stopped", {})}
 
 
 def _trained(cfg: Config, run: Path) -> Config:

@@ -85,6 +85,23 @@ def _edges_text(bins: BinSpec) -> str:
     return f"edges {shown}"
 
 
+class AdaptiveSpec(_Strict):
+    """Adaptive depth sampling (``analysis/adaptive.py``): waves of instances chosen
+    per model to pin its decay length, instead of filling every bin. The bins stay the
+    grid the waves choose from, and ``per_bin`` the most any bin may hold."""
+
+    #: stop when the interval's half-width is within this share of the estimate
+    target: float = Field(default=0.05, gt=0, lt=1)
+    #: calls per model and family label at most (none: ``max_waves`` ends it)
+    max_calls: int | None = Field(default=None, ge=1)
+    #: instances of the first wave, spread evenly over the bins' whole range
+    first_wave: int = Field(default=24, ge=2, le=100_000)
+    max_waves: int = Field(default=12, ge=1, le=100)
+    #: share of every later wave spread evenly over the range, so a wrong first
+    #: estimate or a curve that is not exponential is still seen
+    explore: float = Field(default=0.2, ge=0, le=1)
+
+
 class SamplingSpec(_Strict):
     """How many instances to keep: a plain ``count``, quotas per difficulty ``bins``, or
     ``all`` certified candidates (enumerated families); exactly one of them."""
@@ -101,11 +118,15 @@ class SamplingSpec(_Strict):
     #: a run whose bins are not all filled ends with exit code 4 and the list of short
     #: bins (everything is still written); true accepts short bins as a success
     allow_unfilled: bool = False
+    #: choose the instances in waves that pin each model's L0 (needs ``bins``: the grid)
+    adaptive: AdaptiveSpec | None = None
 
     @model_validator(mode="after")
     def _one_target(self) -> SamplingSpec:
         if (self.count is not None) + (self.bins is not None) + bool(self.all) != 1:
             raise ValueError("give exactly one of 'count', 'bins' or 'all: true'")
+        if self.adaptive is not None and self.bins is None:
+            raise ValueError("adaptive: needs 'bins' (the grid of depths the waves choose from)")
         return self
 
 

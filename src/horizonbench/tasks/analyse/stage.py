@@ -11,6 +11,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from horizonbench.schemas.config import Config
+from horizonbench.tasks.analyse.adaptive import plan_wave
 from horizonbench.tasks.analyse.scores import write_analysis
 from horizonbench.tasks.analyse.worlds import write_world_analysis
 
@@ -52,3 +53,14 @@ def analyse_worlds(cfg: Config, run: str) -> dict[str, str]:
             r.calls,
         )
     return paths
+
+
+@task(name="plan-wave", cache_policy=NONE)
+def plan_next_wave(cfg: Config, run: str, wave: int) -> dict[str, object]:
+    """Wave ``wave`` of an adaptive study (``analyse/adaptive.py``), chosen from the
+    analysis of the waves before it; logs each (label, model) as its waves stop."""
+    logger = get_run_logger()
+    out = plan_wave(cfg, Path(run), wave)
+    stopped = out["stopped"] or "none"
+    logger.info("wave %d: %d (family label, model) pairs go on; stopped: %s", wave, out["going"], stopped)
+    return out

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +122,62 @@ def evaluated_rows(cfg: Config, family: str, rows: list[dict[str, Any]]) -> list
     return [r for r in rows if splits[str(r["instance_id"])] in keep]
 
 
-def build_conversations(cfg: Config, prompted: Prompted, model_name: str) -> list[RolloutConversation]:
+@dataclass(frozen=True)
+class Kept:
+    """Each model's own instances of the labels an adaptive design steers, as (family
+    label, instance id); every other label's instances are answered by every model."""
+
+    labels: frozenset[str]
+    per_model: dict[str, set[tuple[str, str]]]
+
+    def answers(self, model_name: str, fam_name: str, row: dict[str, Any]) -> bool:
+        if fam_name not in self.labels:
+            return True
+        return (fam_name, str(row["instance_id"])) in self.per_model.get(model_name, set())
+
+
+def design_instances(cfg: Config, run: Path, prompted: Prompted) -> Kept | None:
+    """Each model's instances of the adaptive labels (``adaptive/design.parquet``): a
+    model pays only for the waves chosen for it, whatever the others asked."""
+    from horizonbench.tasks.run_folder.design import adaptive_labels, quotas, read_design, rows_for_model
+
+    labels = adaptive_labels(cfg)
+    if not labels:
+        return None
+    asked = quotas(read_design(run))
+    rows: dict[str, list[dict[str, Any]]] = {label: [] for label in labels}
+    seen: set[tuple[str, str]] = set()
+    for fam_name, _mode, row, _ in prompted:
+        key = (fam_name, str(row["instance_id"]))
+        if fam_name in rows and key not in seen:
+            seen.add(key)
+            rows[fam_name].append(row)
+    per_model: dict[str, set[tuple[str, str]]] = {}
+    for spec in cfg.evaluation.models:
+        keep: set[tuple[str, str]] = set()
+        for label in labels:
+            bins = cfg.families[label].sampling.bins
+            assert bins is not None
+            difficulty = get_family(label).difficulty
+            mine = rows_for_model(bins, rows[label], asked.get((label, spec.name), {}), difficulty)
+            keep.update((label, str(r["instance_id"])) for r in mine)
+        per_model[spec.name] = keep
+    return Kept(frozenset(labels), per_model)
+
+
+def _answers(kept: Kept | None, model_name: str, fam_name: str, row: dict[str, Any]) -> bool:
+    return kept is None or kept.answers(model_name, fam_name, row)
+
+
+def build_conversations(
+    cfg: Config, prompted: Prompted, model_name: str, kept: Kept | None = None
+) -> list[RolloutConversation]:
     """One rollout episode per (instance, sample) of every family evaluated by rollout."""
     spec = next(m for m in cfg.evaluation.models if m.name == model_name)
     settings = spec.settings or cfg.evaluation.settings
     out = []
     for fam_name, mode, row, _ in prompted:
-        if mode != "rollout":
+        if mode != "rollout" or not _answers(kept, model_name, fam_name, row):
             continue
         family = get_family(fam_name)
         ps = family.prompt_model.model_validate(cfg.families[fam_name].prompt)
@@ -136,7 +186,9 @@ def build_conversations(cfg: Config, prompted: Prompted, model_name: str) -> lis
     return out
 
 
-def build_requests(cfg: Config, prompted: Prompted, model_name: str) -> list[AttemptRequest]:
+def build_requests(
+    cfg: Config, prompted: Prompted, model_name: str, kept: Kept | None = None
+) -> list[AttemptRequest]:
     """Whole-plan requests in a fixed order: family, instance (candidate order), sample."""
     spec = next(m for m in cfg.evaluation.models if m.name == model_name)
     settings = spec.settings or cfg.evaluation.settings
@@ -153,7 +205,7 @@ def build_requests(cfg: Config, prompted: Prompted, model_name: str) -> list[Att
             row=row,
         )
         for fam_name, mode, row, messages in prompted
-        if mode == "plan"
+        if mode == "plan" and _answers(kept, model_name, fam_name, row)
         for sample in range(cfg.evaluation.samples)
     ]
 
@@ -518,8 +570,9 @@ def evaluate_models(cfg: Config, run: str) -> dict[str, Any]:
     write_table(rows_to_table(prompt_rows(prompted), PROMPTS_SCHEMA), run_dir / PROMPTS_REL, "prompts")
     tag = run_tag(run_dir)
     specs = cfg.evaluation.models
-    requests = {spec.name: build_requests(cfg, prompted, spec.name) for spec in specs}
-    conversations = {spec.name: build_conversations(cfg, prompted, spec.name) for spec in specs}
+    kept = design_instances(cfg, run_dir, prompted)
+    requests = {spec.name: build_requests(cfg, prompted, spec.name, kept) for spec in specs}
+    conversations = {spec.name: build_conversations(cfg, prompted, spec.name, kept) for spec in specs}
     counts: dict[str, Any] = {}
     rows: list[dict[str, Any]] = []
     shares: dict[str, ModelShare] = {}
