@@ -540,6 +540,7 @@ def _rebuild(args: argparse.Namespace) -> int:
             else:
                 result = runs.write_compare(paths, out)
             _print_moves(result)
+            print(f"leaderboard: {Path(result['leaderboard']).resolve()}")
             print(f"table: {Path(result['table']).resolve()}")
             print(f"compare: {Path(result['html']).resolve()}")
             return 0

@@ -17,7 +17,7 @@ from horizonbench.flows.repair import repair
 from horizonbench.schemas.config import Config, check_requests, load_config, parse_config, today_utc
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
-from horizonbench.tasks.analyse.stage import analyse, analyse_worlds, plan_next_wave
+from horizonbench.tasks.analyse.stage import analyse, analyse_worlds, horizon_card, plan_next_wave
 from horizonbench.tasks.evaluate.attempts import evaluate_models
 from horizonbench.tasks.evaluate.world_episodes import run_world_episodes, write_world_tables
 from horizonbench.tasks.evaluate.world_models import (
@@ -280,6 +280,8 @@ def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
         counts["attempts"], analysed = _evaluate(cfg, run)
     elif cfg.families:
         logger.warning("no models configured: instances only, no evaluation")
+    if analysed or counts.get("worlds", {}).get("episodes"):
+        horizon_card(cfg, str(run))
     if analysed or counts.get("worlds"):
         run_folder.current(run, "analyse")
     budget = budget_counts(cfg, run, _refused(counts))

@@ -145,10 +145,45 @@ def _sections(runs: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, Any]]:
     return out
 
 
-def render_compare(*, runs: pd.DataFrame, table: pd.DataFrame, title: str | None = None) -> str:
+def _board_rows(board: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """The leaderboard's rows as the page shows them: metric, family, model, latest
+    value with its interval, the previous run's, moved, trend and history."""
+    from horizonbench.reports.horizon_parts import METRIC_LABEL, _interval, _num
+
+    if board is None or board.empty:
+        return []
+    rows = []
+    for r in board.to_dict("records"):
+        trend = r["trend"]
+        rows.append(
+            {
+                "metric": METRIC_LABEL.get(r["metric"], r["metric"]),
+                "family": r["family"],
+                "model": r["model"],
+                "value": _num(r["value"]),
+                "interval": _interval(r["low"], r["high"]),
+                "n": int(r["n_attempts"]),
+                "design": r["design"],
+                "runs": int(r["runs"]),
+                "latest_run": r["latest_run"],
+                "previous": "—"
+                if r["previous_run"] is None
+                else f"{_num(r['previous_value'])} ({r['previous_run']})",
+                "moved": r["moved"] or "",
+                "trend": "—" if trend is None or pd.isna(trend) else f"{trend:+.1%} per run",
+                "history": r["history"],
+            }
+        )
+    return rows
+
+
+def render_compare(
+    *, runs: pd.DataFrame, table: pd.DataFrame, title: str | None = None, board: pd.DataFrame | None = None
+) -> str:
     """The page comparing ``runs`` (series order, from ``analysis.compare.order_runs``)
-    through ``table`` (``analysis.compare.compare_fits``); identical inputs give
-    identical bytes."""
+    through ``table`` (``analysis.compare.compare_fits``), opened by the leaderboard of
+    their horizon cards (``board``: ``analysis.horizons.leaderboard``); identical inputs
+    give identical bytes."""
     sections = _sections(runs, table)
     run_rows = [
         {
@@ -168,6 +203,7 @@ def render_compare(*, runs: pd.DataFrame, table: pd.DataFrame, title: str | None
         or f"horizonbench: comparison of {len(run_rows)} run{'s' if len(run_rows) != 1 else ''}",
         "runs": run_rows,
         "sections": sections,
+        "board": _board_rows(board),
         "n_moved": sum(s["n_moved"] for s in sections),
         "flag_method": FLAG_METHOD,
     }

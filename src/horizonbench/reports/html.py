@@ -20,7 +20,14 @@ from markupsafe import Markup
 
 from horizonbench.analysis.decay import DEFAULT_SUCCESS_DEFINITION, SUCCESS_DEFINITIONS
 from horizonbench.datasets.maze.categories import category_of
-from horizonbench.reports import ablation_parts, plots, seqbench_figures, seqmodel_parts, world_parts
+from horizonbench.reports import (
+    ablation_parts,
+    horizon_parts,
+    plots,
+    seqbench_figures,
+    seqmodel_parts,
+    world_parts,
+)
 from horizonbench.reports import seqbench_parts as parts
 from horizonbench.reports import world_paper_parts as papers
 
@@ -624,6 +631,9 @@ def render_report(
         "world_horizon": world_parts.horizon_caption(worlds) if worlds else None,
         "sweeps": sweeps,
         "seqmodels": _seqmodels(all_tables),
+        "horizon_cards": horizon_parts.horizon_cards(
+            all_tables.get("horizons", _NO_ROWS), all_tables.get("adaptive_waves")
+        ),
         "overall": _table(frames["overall"], _OVERALL),
         "fits": _table(maze["fits"], _FITS),
         "fit_success": _success_definitions(maze["fits"]),

@@ -81,3 +81,35 @@ HORIZONS_SCHEMA = with_version(
     ),
     "analysis/horizons",
 )
+
+#: ``<compare>/horizons.parquet``: the leaderboard of horizon cards across runs
+LEADERBOARD_SCHEMA = with_version(
+    pa.schema(
+        [
+            pa.field("model", _S, nullable=False),
+            pa.field("family", _S, nullable=False),
+            #: the family's params and prompt, hashed (``analysis.compare.setting_of``)
+            pa.field("setting_id", _S, nullable=False),
+            pa.field("metric", _S, nullable=False),
+            #: how many of the compared runs hold this (model, family, metric)
+            pa.field("runs", _I, nullable=False),
+            pa.field("latest_run", _S, nullable=False),
+            pa.field("value", _F),
+            pa.field("low", _F),
+            pa.field("high", _F),
+            pa.field("n_attempts", _I, nullable=False),
+            pa.field("design", _S, nullable=False),
+            pa.field("previous_run", _S),
+            pa.field("previous_value", _F),
+            pa.field("previous_low", _F),
+            pa.field("previous_high", _F),
+            #: up / down / within against the previous run (compare's rule); null without one
+            pa.field("moved", _S),
+            #: relative change per run of a log-linear fit over the series (null under 2 runs)
+            pa.field("trend", _F),
+            #: the values in run order, as text ("19.2 -> 20.1 -> 18.7")
+            pa.field("history", _S, nullable=False),
+        ]
+    ),
+    "compare/horizons",
+)

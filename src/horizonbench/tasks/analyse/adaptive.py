@@ -26,11 +26,10 @@ from horizonbench.tasks.run_folder.design import (
     read_design,
     write_design,
 )
-from horizonbench.tasks.run_folder.layout import SCORES_REL, instances_rel
+from horizonbench.tasks.run_folder.layout import SCORES_REL, WAVES_REL, instances_rel
 from horizonbench.tasks.run_folder.storage import write_table
 from horizonbench.tasks.run_folder.table_parts import read_parts
 
-WAVES_REL = "analysis/adaptive.parquet"
 FITS_REL = "analysis/fits.parquet"
 #: waves in a row without a finite estimate after which a (label, model) stops: a model
 #: that never fails (or never succeeds) over the whole range has no L0 to pin

@@ -12,6 +12,7 @@ from prefect.cache_policies import NONE
 
 from horizonbench.schemas.config import Config
 from horizonbench.tasks.analyse.adaptive import plan_wave
+from horizonbench.tasks.analyse.horizons import write_horizons
 from horizonbench.tasks.analyse.scores import write_analysis
 from horizonbench.tasks.analyse.worlds import write_world_analysis
 
@@ -64,3 +65,17 @@ def plan_next_wave(cfg: Config, run: str, wave: int) -> dict[str, object]:
     stopped = out["stopped"] or "none"
     logger.info("wave %d: %d (family label, model) pairs go on; stopped: %s", wave, out["going"], stopped)
     return out
+
+
+@task(name="horizon-card", cache_policy=NONE)
+def horizon_card(cfg: Config, run: str) -> str:
+    """The run's horizon card (``analysis/horizons.parquet``), logged a line per row."""
+    logger = get_run_logger()
+    dest, card = write_horizons(cfg, Path(run))
+    for r in card.itertuples():
+        ci = "" if pd.isna(r.low) or pd.isna(r.high) else f" ({r.low:.3g} to {r.high:.3g})"
+        value = "none" if pd.isna(r.value) else f"{r.value:.3g}"
+        logger.info(
+            "horizon card: %s %s %s = %s%s, %d attempts", r.model, r.family, r.metric, value, ci, r.n_attempts
+        )
+    return str(dest)

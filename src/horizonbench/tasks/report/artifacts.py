@@ -81,6 +81,34 @@ def _label(quantity: str, key: str, value: Any) -> str:
     return str(value)
 
 
+def card_lines(run: Path) -> list[str]:
+    """The horizon card (``analysis/horizons.parquet``) as markdown: a table per model,
+    so the summary answers "how far does each model reason?" before anything else."""
+    import pyarrow.parquet as pq
+
+    from horizonbench.tasks.run_folder.layout import HORIZONS_REL
+
+    path = run / HORIZONS_REL
+    if not path.exists():
+        return []
+    rows = pq.read_table(path).to_pylist()
+    if not rows:
+        return []
+    lines = ["## Horizon card", ""]
+    for model in dict.fromkeys(r["model"] for r in rows):
+        lines += [f"**{model}**", "", "| family | metric | value | 95% interval | attempts | design |"]
+        lines.append("|---|---|---|---|---|---|")
+        for r in (r for r in rows if r["model"] == model):
+            low, high = _number(r["low"]), _number(r["high"])
+            interval = f"{_fmt(low)} to {_fmt(high)}" if low is not None and high is not None else "none"
+            lines.append(
+                f"| {r['family']} | {r['metric']} | {_fmt(_number(r['value'])) or 'none'} | {interval} | "
+                f"{r['n_attempts']} | {r['design']} |"
+            )
+        lines.append("")
+    return lines
+
+
 def validation_rows(run: Path) -> list[dict[str, Any]]:
     """Each validated table's result, from ``<run>/validation/*.json``."""
     rows = []
@@ -121,6 +149,7 @@ def summary_markdown(title: str, run: Path, counts: dict[str, Any], problems: li
     lines = [f"# {title}", "", f"Run folder: `{run.resolve()}`", ""]
     if problems:
         lines += ["**Problems:**", ""] + [f"- {p}" for p in problems] + [""]
+    lines += card_lines(run)
     gen = counts.get("generation") or []
     if gen:
         lines += ["## Instances", "", "| family | kept | candidates | certified | short bins |"]

@@ -27,11 +27,19 @@ import pyarrow.parquet as pq
 
 from horizonbench import __version__
 from horizonbench.analysis import compare as cmp
+from horizonbench.analysis.horizons import leaderboard
 from horizonbench.core.errors import ConfigError
 from horizonbench.schemas.config import Config, parse_config
+from horizonbench.schemas.horizons import LEADERBOARD_SCHEMA
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, WORLD_ANALYSIS_SCHEMAS
 from horizonbench.tasks.report.run_info import report_counts, report_run_info
-from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, EPISODES_REL, SCORES_REL, WORLD_ANALYSIS_PREFIX
+from horizonbench.tasks.run_folder.layout import (
+    ATTEMPTS_REL,
+    EPISODES_REL,
+    HORIZONS_REL,
+    SCORES_REL,
+    WORLD_ANALYSIS_PREFIX,
+)
 from horizonbench.tasks.run_folder.manifest import MANIFEST, git_sha
 from horizonbench.tasks.run_folder.storage import sha256_file, write_json, write_table, write_text
 from horizonbench.tasks.run_folder.verify import check_tables
@@ -40,6 +48,8 @@ FITS_REL = "analysis/fits.parquet"
 #: what ``horizonbench compare`` writes into its --out folder
 COMPARE_HTML = "index.html"
 COMPARE_TABLE = "compare.parquet"
+#: the leaderboard of horizon cards across the compared runs
+LEADERBOARD_TABLE = "horizons.parquet"
 
 _S, _I, _F, _B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
 #: ``compare.parquet``: one row per run and fit (``analysis/compare.py`` defines the columns)
@@ -194,7 +204,7 @@ def _rel(run: RunFolder, path: str | Path) -> str:
 def rebuild_analysis(path: Path) -> dict[str, str]:
     """Rewrite ``<run>/analysis/*`` from the scores and episodes tables with the
     config in the manifest; returns the paths written, by table name."""
-    from horizonbench.tasks.analyse.stage import analyse, analyse_worlds
+    from horizonbench.tasks.analyse.stage import analyse, analyse_worlds, horizon_card
     from horizonbench.tasks.run_folder.state import run_lock
 
     run = read_run(path)
@@ -207,6 +217,8 @@ def rebuild_analysis(path: Path) -> dict[str, str]:
         if "episodes" in parts:
             written = _call(analyse_worlds, run.cfg, str(run.path))
             paths.update({f"worlds_{name}": p for name, p in written.items()})
+        if paths:
+            paths["horizons"] = _call(horizon_card, run.cfg, str(run.path))
         _record_rebuild(run, "analysis", [_rel(run, p) for p in paths.values()])
     return paths
 
@@ -389,19 +401,46 @@ def compare_table(table: pd.DataFrame) -> pa.Table:
     return pa.Table.from_pylist(records, schema=COMPARE_SCHEMA)
 
 
+def _cards_frame(run: RunFolder, label: str) -> pd.DataFrame:
+    """A run's horizon card, labelled with the run and each row's setting: the card it
+    wrote, or (a run from before the card) the one its analysis tables give."""
+    from horizonbench.tasks.analyse.horizons import horizon_card
+
+    path = run.path / HORIZONS_REL
+    card = pq.read_table(path).to_pandas() if path.exists() else horizon_card(run.cfg, run.path)
+    config = run.manifest["config"]
+    ids = [cmp.setting_of(config, str(f).split(" dd=")[0])[0] for f in card["family"]]
+    return card.assign(run=label, setting_id=ids)
+
+
+def leaderboard_frame(runs: Sequence[RunFolder], ordered: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard of the runs' horizon cards (``analysis.horizons.leaderboard``)."""
+    labels = _labels([r.path for r in runs])
+    frames = [_cards_frame(run, label) for run, label in zip(runs, labels, strict=True)]
+    frames = [f for f in frames if not f.empty]
+    cards = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["run"])
+    return leaderboard(cards, [str(r) for r in ordered["run"]])
+
+
 def write_compare(paths: Sequence[Path], out: Path) -> dict[str, Any]:
-    """Write ``<out>/index.html`` and ``<out>/compare.parquet``; returns their paths,
-    the runs (series order) and the latest move of every series."""
+    """Write ``<out>/index.html``, ``<out>/compare.parquet`` and the leaderboard of
+    horizon cards ``<out>/horizons.parquet``; returns their paths, the runs (series
+    order) and the latest move of every series."""
     from horizonbench.reports.compare import render_compare
+    from horizonbench.tasks.analyse.scores import to_table
 
     runs = check_compare(paths, out)
     ordered, table = compare_frames(runs)
-    html = render_compare(runs=ordered, table=table)
+    board = leaderboard_frame(runs, ordered)
+    html = render_compare(runs=ordered, table=table, board=board)
     table_path = write_table(compare_table(table), out / COMPARE_TABLE, "compare")
+    board_path = write_table(to_table(board, LEADERBOARD_SCHEMA), out / LEADERBOARD_TABLE, "compare/horizons")
     html_path = write_text(html, out / COMPARE_HTML)
     return {
         "html": str(html_path),
         "table": str(table_path),
+        "leaderboard": str(board_path),
         "runs": ordered,
         "latest": cmp.latest_moves(table),
+        "board": board,
     }

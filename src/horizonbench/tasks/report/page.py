@@ -14,11 +14,18 @@ import pyarrow.parquet as pq
 from horizonbench.analysis.failures import ATTEMPT_KEY, choose_failures, choose_maps
 from horizonbench.reports.html import render_report
 from horizonbench.reports.maze_map import violation_map_for_answer
+from horizonbench.schemas.horizons import HORIZONS_SCHEMA, WAVES_SCHEMA
 from horizonbench.schemas.seqmodels import SEQMODELS_SCHEMA
 from horizonbench.schemas.tables import ANALYSIS_SCHEMAS, SCORES_SCHEMA
 from horizonbench.tasks.analyse.seqmodels import SEQMODELS_REL
 from horizonbench.tasks.analyse.worlds import read_world_analysis
-from horizonbench.tasks.run_folder.layout import ATTEMPTS_REL, SCORES_REL, instances_rel
+from horizonbench.tasks.run_folder.layout import (
+    ATTEMPTS_REL,
+    HORIZONS_REL,
+    SCORES_REL,
+    WAVES_REL,
+    instances_rel,
+)
 from horizonbench.tasks.run_folder.storage import write_text
 from horizonbench.tasks.run_folder.table_parts import part_files
 
@@ -176,6 +183,9 @@ def write_report(run_dir: Path, title: str, run_info: dict[str, Any], counts: di
     }
     # a training study's table (analysis/seqmodels.parquet); empty, and no section, without one
     tables["seqmodels"] = _read(run_dir / SEQMODELS_REL, SEQMODELS_SCHEMA)
+    # the horizon card opens the report; an adaptive study's waves say how it was pinned
+    tables["horizons"] = _read(run_dir / HORIZONS_REL, HORIZONS_SCHEMA)
+    tables["adaptive_waves"] = _read(run_dir / WAVES_REL, WAVES_SCHEMA)
     scores = _read(run_dir / SCORES_REL, SCORES_SCHEMA, _SCORE_COLUMNS)
     chosen, totals = choose_failures(scores, FAILURES_PER_MODEL) if len(scores) else (pd.DataFrame(), {})
     attempts_path = run_dir / ATTEMPTS_REL

@@ -19,9 +19,8 @@ import pyarrow.parquet as pq
 
 from horizonbench.schemas.config import BinSpec, Config
 from horizonbench.schemas.horizons import DESIGN_SCHEMA
+from horizonbench.tasks.run_folder.layout import DESIGN_REL
 from horizonbench.tasks.run_folder.storage import write_table
-
-DESIGN_REL = "adaptive/design.parquet"
 
 #: (family label, model) -> bin lower edge -> instances asked so far
 Quotas = dict[tuple[str, str], dict[int, int]]

@@ -11,6 +11,10 @@ SCORES_REL = "scores/scores.parquet"
 EPISODES_REL = "episodes/part-0.parquet"
 STEPS_REL = "steps/part-0.parquet"
 WORLD_ANALYSIS_PREFIX = "analysis/worlds_"
+#: the horizon card, and an adaptive study's design and waves
+HORIZONS_REL = "analysis/horizons.parquet"
+DESIGN_REL = "adaptive/design.parquet"
+WAVES_REL = "analysis/adaptive.parquet"
 
 
 def instances_rel(family: str) -> str:
