@@ -113,6 +113,13 @@ BENCHMARKS: list[Benchmark] = [
         quick=("--studies", "50"),
         smoke=("--studies", "3"),
     ),
+    Benchmark(
+        "adaptive",
+        "adaptive.py",
+        "adaptive designs against fixed grids: calls to a 5% L0 interval, episodes to a 1-unit sc* bracket",
+        quick=("--quick", "--jobs", "2"),
+        smoke=("--seeds", "1", "--scan-studies", "5"),
+    ),
 ]
 
 

@@ -186,8 +186,33 @@ def test_compare_lists_l0_per_model_and_run_with_intervals(nights, compared):
     mine = fits[(fits["model"] == "noisy") & (fits["method"] == "binomial_mle")].iloc[0]
     assert noisy["L0"].iloc[0] == mine["L0"] and noisy["L0_low"].iloc[0] == mine["L0_low"]
     html = (compared / "index.html").read_text()
-    assert html.index("night-1") < html.index("night-2") < html.index("night-3")
+    # the runs in series order (the leaderboard above them names the latest two first)
+    runs = html.index('id="runs"')
+    assert html.index("night-1", runs) < html.index("night-2", runs) < html.index("night-3", runs)
     assert f"{mine['L0']:.1f}" in html and f"{mine['L0_low']:.1f} – {mine['L0_high']:.1f}" in html
+
+
+def test_the_leaderboard_holds_each_models_latest_horizon_with_its_move_and_trend(nights, compared):
+    """compare/horizons.parquet: one row per (model, family, metric) of the runs' horizon
+    cards, the latest night's value and interval, the previous night's, moved, trend, and
+    the history in series order (the third night's noisy model decays much faster)."""
+    from horizonbench.schemas.horizons import LEADERBOARD_SCHEMA
+
+    table = pq.read_table(compared / "horizons.parquet")
+    assert table.schema.names == LEADERBOARD_SCHEMA.names
+    board = table.to_pandas()
+    noisy = board[(board["model"] == "noisy") & (board["metric"] == "L0")].iloc[0]
+    cards = [pq.read_table(n / "analysis" / "horizons.parquet").to_pandas() for n in nights]
+    mine = [c[(c["model"] == "noisy") & (c["metric"] == "L0")].iloc[0] for c in cards]
+    assert noisy["runs"] == 3 and noisy["latest_run"] == "night-3" and noisy["previous_run"] == "night-2"
+    assert noisy["value"] == mine[2]["value"] and noisy["previous_value"] == mine[1]["value"]
+    assert (noisy["low"], noisy["high"]) == (mine[2]["low"], mine[2]["high"])
+    assert noisy["moved"] == "down" and noisy["trend"] < -0.3
+    assert noisy["history"] == " -> ".join(f"{m['value']:.3g}" for m in mine)
+    oracle = board[(board["model"] == "oracle") & (board["metric"] == "L0")].iloc[0]
+    assert oracle["value"] == float("inf") and oracle["trend"] is None or pd.isna(oracle["trend"])
+    html = (compared / "index.html").read_text()
+    assert html.index('id="leaderboard"') < html.index('id="runs"')
 
 
 def test_compare_flags_the_night_whose_l0_moved(compared, capsys):

@@ -78,11 +78,13 @@ def card_rows(
     critical_points: pd.DataFrame | None = None,
     grid: pd.DataFrame | None = None,
     adaptive: Iterable[str] = (),
+    sc_scan: bool = False,
 ) -> pd.DataFrame:
     """The card of a run: L0 of every maze label (the binomial MLE, the one fit with an
     interval), eps of every puzzle label and mode, sc* of every world (env, dd) and
     horizon; sorted by model, metric, family. ``adaptive`` names the labels sampled in
-    waves; ``grid`` (the world grid: episodes per cell) gives sc*'s episode counts."""
+    waves, ``sc_scan`` says the world study's cells were chosen by a scan; ``grid`` (the
+    world grid: episodes per cell) gives sc*'s episode counts."""
     steered = set(adaptive)
     rows: list[dict[str, Any]] = []
     if len(fits):
@@ -139,7 +141,7 @@ def card_rows(
                     "low": _num(r.sc_star_low),
                     "high": _num(r.sc_star_high),
                     "n_attempts": counts.get((str(r.env), str(r.model), int(r.dd), horizon), 0),
-                    "design": "fixed",
+                    "design": "adaptive" if sc_scan else "fixed",
                     "note": _text(r.reason),
                 }
             )

@@ -17,7 +17,13 @@ from horizonbench.flows.repair import repair
 from horizonbench.schemas.config import Config, check_requests, load_config, parse_config, today_utc
 from horizonbench.schemas.expectations import episodes_suite, scores_suite, steps_suite, suite_for_family
 from horizonbench.schemas.tables import ATTEMPTS_SCHEMA
-from horizonbench.tasks.analyse.stage import analyse, analyse_worlds, horizon_card, plan_next_wave
+from horizonbench.tasks.analyse.stage import (
+    analyse,
+    analyse_worlds,
+    horizon_card,
+    plan_next_wave,
+    plan_sc_cells,
+)
 from horizonbench.tasks.evaluate.attempts import evaluate_models
 from horizonbench.tasks.evaluate.world_episodes import run_world_episodes, write_world_tables
 from horizonbench.tasks.evaluate.world_models import (
@@ -397,13 +403,50 @@ def train_flow(config: dict[str, Any] | Config | str, out: str, series: str | No
 
 
 def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
+    """The world study: its grid at once, or in waves of an adaptive sc scan."""
+    assert cfg.worlds is not None
+    if cfg.worlds.sc_scan is None:
+        return _world_wave(cfg, run)
+    cells: list[int] = []
+    stats: dict[str, Any] = {}
+    plan: dict[str, Any] = {}
+    offline: dict[str, Any] = {"episodes": [], "steps": [], "worlds": 0}
+    waves = 0
+    while True:
+        plan = plan_sc_cells.with_options(task_run_name=f"plan-sc-scan-{waves + 1}")(cfg, str(run), cells)
+        if not plan["cells"]:
+            break
+        cells = sorted({*cells, *plan["cells"]})
+        wave = cfg.model_copy(update={"worlds": cfg.worlds.model_copy(update={"sc": cells})})
+        # offline agents play only the new cells (the earlier ones' episodes are carried);
+        # model agents replay every cell through the attempt store, paying only for new calls
+        new = cfg.model_copy(update={"worlds": cfg.worlds.model_copy(update={"sc": plan["cells"]})})
+        fresh = run_world_episodes(new, str(run))
+        offline = {
+            "episodes": offline["episodes"] + fresh["episodes"],
+            "steps": offline["steps"] + fresh["steps"],
+            "worlds": offline["worlds"] + fresh["stats"]["worlds"],
+        }
+        stats = _world_wave(wave, run, offline)
+        waves += 1
+        if not stats["episodes"]:
+            break
+    stats["sc_scan"] = {"waves": waves, "cells": cells, "stopped": plan.get("stopped", {})}
+    return stats
+
+
+def _world_wave(cfg: Config, run: Path, played: dict[str, Any] | None = None) -> dict[str, Any]:
     """Offline agents on Dask, model agents through the harness; both tables
     validated and promoted, then the analysis. Model episodes whose calls failed for
     good are left out (and counted): the next run resumes them. When no episode at all
     finished (a study of model agents only, whose calls all failed), there is nothing to
-    validate or analyse: no tables, no analysis, and the flow ends Failed with the count."""
+    validate or analyse: no tables, no analysis, and the flow ends Failed with the count.
+    ``played``: the offline agents' episode and step rows when the caller ran them (an sc
+    scan's waves add cells to them)."""
     assert cfg.worlds is not None
-    offline = run_world_episodes(cfg, str(run))
+    offline = (
+        run_world_episodes(cfg, str(run)) if played is None else played | {"stats": _offline_stats(played)}
+    )
     models = run_world_models(cfg, str(run))
     if models["attempts"]:
         write_table(
@@ -433,6 +476,18 @@ def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
         promote(run, rel)
     analyse_worlds(cfg, str(run))
     return stats
+
+
+def _offline_stats(played: dict[str, Any]) -> dict[str, Any]:
+    """``run_world_episodes``' counts of rows played over several waves."""
+    eps = played["episodes"]
+    return {
+        "episodes": len(eps),
+        "worlds": played["worlds"],
+        "steps": len(played["steps"]),
+        "successes": sum(r["success"] for r in eps),
+        "horizon_short": sum(r["horizon_short"] for r in eps),
+    }
 
 
 def _refused(counts: dict[str, Any]) -> list[str]:

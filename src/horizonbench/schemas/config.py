@@ -496,6 +496,22 @@ class G1bPair(_Strict):
         return self
 
 
+class ScScanSpec(_Strict):
+    """An adaptive scan of sc for the critical point sc* (``analysis/sc_scan.py``): both
+    ends of [min, max] first, then the midpoint of the bracket, until the cells that
+    bracket the crossing are ``target_width`` apart, for every (environment, dd, agent)."""
+
+    min: int = Field(ge=1)
+    max: int = Field(ge=2)
+    target_width: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ScScanSpec:
+        if self.max <= self.min:
+            raise ValueError(f"max ({self.max}) must be greater than min ({self.min})")
+        return self
+
+
 class WorldsSpec(_Strict):
     """A world-model study: environments x (sc, dd) grid x archetypes x variants on a
     regime backdrop of Table 11, run by offline agents on the Dask cluster."""
@@ -507,6 +523,8 @@ class WorldsSpec(_Strict):
     #: the grid; required where the regime leaves sc / dd free (III), else its value
     sc: list[int] | None = None
     dd: list[int] | None = None
+    #: instead of ``sc``: the cells chosen in waves that bracket each agent's sc*
+    sc_scan: ScScanSpec | None = None
     #: one-axis changes from the regime (an ablation): horizon, branching, observation,
     #: mutation
     axes: dict[str, Any] = Field(default_factory=dict)
@@ -568,9 +586,25 @@ class WorldsSpec(_Strict):
             if dupes:
                 raise ValueError(f"{what}: each at most once; repeated: {', '.join(dupes)}")
         regime = REGIMES[self.regime]
+        if self.sc_scan is not None:
+            if (
+                self.sc is not None
+                and not self.sc_scan.min <= min(self.sc) <= max(self.sc) <= self.sc_scan.max
+            ):
+                raise ValueError(
+                    "sc_scan: sc lies outside [min, max]; leave sc out (the scan chooses the cells)"
+                )
+            if regime.sc is not None:
+                raise ValueError(
+                    f"sc_scan: regime {self.regime} fixes sc={regime.sc}; there is nothing to scan"
+                )
+            if self.g1b_pair is not None:
+                raise ValueError("sc_scan: g1b_pair names cells the scan may never test; give one")
         for key in ("sc", "dd"):
             values = getattr(self, key)
             fixed = getattr(regime, key)
+            if values is None and key == "sc" and self.sc_scan is not None:
+                continue
             if values is None:
                 if fixed is None:
                     raise ValueError(f"{key}: regime {self.regime} leaves {key} to the grid; list its values")
@@ -594,7 +628,8 @@ class WorldsSpec(_Strict):
             for field, axis, value in checks:
                 if value not in grid[axis]:
                     raise ValueError(f"g1b_pair.{field}: {value} is not in the grid's {axis} {grid[axis]}")
-        for sc in self.sc or [regime.sc]:
+        scan = [self.sc_scan.min, self.sc_scan.max] if self.sc_scan is not None and self.sc is None else None
+        for sc in scan or self.sc or [regime.sc]:
             for dd in self.dd or [regime.dd]:
                 values = {
                     "sc": sc,

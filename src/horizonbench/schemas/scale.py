@@ -13,6 +13,9 @@ budget and Dask setting) and shrinks only how much of it there is:
 * ``sampling.all``: the first ``ceil(F x candidates)`` certified instances (a count), so
   the smallest sizes of an enumerated puzzle;
 * ``sampling.shard_size``: left to its default, which sizes shards to the work;
+* ``sampling.adaptive``: ``ceil(F x first_wave)`` (at least 2) and ``ceil(F x max_calls)``
+  calls, and ``ceil(F x max_waves)`` waves but at least 2, so the second wave (the one the
+  analysis chooses) still runs;
 * ``evaluation.samples``: ``ceil(F x samples)``; ``analysis.bootstrap``: ``ceil(F x B)``
   but at least 10 (or B when B is smaller);
 * ``training``: each architecture at most 2 layers of width 32 (the same code builds
@@ -107,6 +110,13 @@ def _scaled_sampling(label: str, family: dict[str, Any], factor: float, floor: i
             sampling["count"] = max(_part(factor, total), min(floor, total))
     # a few instances need no big shard: the default sizes shards to the work
     sampling.pop("shard_size", None)
+    if sampling.get("adaptive"):
+        adaptive = dict(sampling["adaptive"])
+        adaptive["first_wave"] = max(2, _part(factor, adaptive.get("first_wave", 24)))
+        if adaptive.get("max_calls") is not None:
+            adaptive["max_calls"] = _part(factor, adaptive["max_calls"])
+        adaptive["max_waves"] = max(2, _part(factor, adaptive.get("max_waves", 12)))
+        sampling["adaptive"] = adaptive
     return sampling
 
 

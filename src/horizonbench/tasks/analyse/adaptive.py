@@ -26,7 +26,7 @@ from horizonbench.tasks.run_folder.design import (
     read_design,
     write_design,
 )
-from horizonbench.tasks.run_folder.layout import SCORES_REL, WAVES_REL, instances_rel
+from horizonbench.tasks.run_folder.layout import SCORES_REL, WAVES_REL, WORLD_ANALYSIS_PREFIX, instances_rel
 from horizonbench.tasks.run_folder.storage import write_table
 from horizonbench.tasks.run_folder.table_parts import read_parts
 
@@ -183,3 +183,35 @@ def plan_wave(cfg: Config, run: Path, wave: int) -> dict[str, Any]:
     frame = pd.concat([trace, pd.DataFrame(trace_rows, columns=WAVES_SCHEMA.names)], ignore_index=True)
     write_table(to_table(frame, WAVES_SCHEMA), run / WAVES_REL, "analysis/adaptive")
     return {"going": going, "stopped": stopped}
+
+
+def plan_sc_scan(cfg: Config, run: Path, cells: list[int]) -> dict[str, Any]:
+    """The sc cells the next wave of a world study's scan (``worlds.sc_scan``) adds, read
+    from the world grid the analysis wrote for the cells run so far: for every
+    (environment, dd, agent), the ends of the range first, then the midpoint of its
+    bracket (``analysis/sc_scan.next_cells``). Returns the new cells and, per
+    (environment, dd, agent) that needs none, why (bracketed, starts below, never crosses)."""
+    from horizonbench.analysis.sc_scan import Stop, next_cells
+    from horizonbench.schemas.worlds import REGIMES
+
+    worlds = cfg.worlds
+    assert worlds is not None and worlds.sc_scan is not None
+    scan = worlds.sc_scan
+    path = run / f"{WORLD_ANALYSIS_PREFIX}grid.parquet"
+    grid = pq.read_table(path).to_pandas() if cells and path.exists() else pd.DataFrame()
+    need: set[int] = set()
+    stopped: dict[str, str] = {}
+    for env in worlds.environments:
+        for dd in worlds.dd or [REGIMES[worlds.regime].dd]:
+            for agent in (a.name for a in worlds.agents):
+                tested: dict[int, tuple[int, int]] = {}
+                if len(grid):
+                    mine = grid[(grid["env"] == env) & (grid["dd"] == dd) & (grid["model"] == agent)]
+                    tested = {int(r.sc): (int(r.successes), int(r.n)) for r in mine.itertuples()}
+                step = next_cells(tested, scan.min, scan.max, scan.target_width)
+                if isinstance(step, Stop):
+                    bracket = f" {step.bracket[0]}-{step.bracket[1]}" if step.bracket else ""
+                    stopped[f"{env} dd={dd}/{agent}"] = f"{step.reason}{bracket}"
+                else:
+                    need.update(step)
+    return {"cells": sorted(need - set(cells)), "stopped": stopped}

@@ -29,6 +29,7 @@ def horizon_card(cfg: Config, run: Path) -> pd.DataFrame:
         _table(run / f"{WORLD_ANALYSIS_PREFIX}critical_points.parquet"),
         _table(run / f"{WORLD_ANALYSIS_PREFIX}grid.parquet"),
         adaptive_labels(cfg),
+        sc_scan=cfg.worlds is not None and cfg.worlds.sc_scan is not None,
     )
 
 

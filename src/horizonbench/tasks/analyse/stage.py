@@ -11,7 +11,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NONE
 
 from horizonbench.schemas.config import Config
-from horizonbench.tasks.analyse.adaptive import plan_wave
+from horizonbench.tasks.analyse.adaptive import plan_sc_scan, plan_wave
 from horizonbench.tasks.analyse.horizons import write_horizons
 from horizonbench.tasks.analyse.scores import write_analysis
 from horizonbench.tasks.analyse.worlds import write_world_analysis
@@ -79,3 +79,13 @@ def horizon_card(cfg: Config, run: str) -> str:
             "horizon card: %s %s %s = %s%s, %d attempts", r.model, r.family, r.metric, value, ci, r.n_attempts
         )
     return str(dest)
+
+
+@task(name="plan-sc-scan", cache_policy=NONE)
+def plan_sc_cells(cfg: Config, run: str, cells: list[int]) -> dict[str, object]:
+    """The sc cells a world study's next wave adds (``analyse/adaptive.plan_sc_scan``)."""
+    out = plan_sc_scan(cfg, Path(run), cells)
+    get_run_logger().info(
+        "sc scan: %d cells run, next %s; done: %s", len(cells), out["cells"], out["stopped"] or "none"
+    )
+    return out

@@ -474,8 +474,10 @@ def generate_all(
         if isinstance(err, GenerationInterrupted):
             raise
         raise GenerationInterrupted(current["name"], current["counts"], root) from None
-    if root == run_dir / CACHE_REL:
-        # the run's own cache: no more bytes than the instance tables it saves
+    adaptive = any(spec.sampling.adaptive is not None for spec in cfg.families.values())
+    if root == run_dir / CACHE_REL and not adaptive:
+        # the run's own cache: no more bytes than the instance tables it saves (an
+        # adaptive study keeps it whole under its bound: every wave reads it again)
         cache.max_bytes = run_bound(bound, staged(run_dir, "instances"))
     removed = cache.prune()
     if removed and log is not None and cache.max_bytes == bound:

@@ -1,0 +1,144 @@
+"""Adaptive depth sampling as a user runs it: ``horizonbench run`` on a config whose maze
+samples in waves, through the command line's main(), on the session's Prefect server.
+
+The shipped ``configs/adaptive-demo.yaml`` keeps its promise (the README quotes it): the
+noisy model's L0 ends with a 95% interval within 5% of its value, and the report opens with
+one horizon card per model. A smaller config checks the mechanics: the second and later
+waves are chosen per model from the analysis (each model answers only its own instances,
+so the two models' designs differ), every wave is traced, and a rerun into the same folder
+pays for nothing and writes the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from horizonbench.cli.main import main
+from horizonbench.schemas.horizons import DESIGN_SCHEMA, HORIZONS_SCHEMA, WAVES_SCHEMA
+
+pytestmark = pytest.mark.flow
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "configs" / "adaptive-demo.yaml"
+
+
+def _run(argv: list[str], prefect_server: str) -> int:
+    mp = pytest.MonkeyPatch()
+    mp.setenv("PREFECT_API_URL", prefect_server)
+    try:
+        return main(argv)
+    finally:
+        mp.undo()
+
+
+def small_config(folder: Path) -> Path:
+    """The demo's study at a size for a test: wider bins, a looser target (20%), few
+    waves, a call cap on the noisy model's side of the range."""
+    data = yaml.safe_load(DEMO.read_text(encoding="utf-8"))
+    sampling = data["families"]["maze"]["sampling"]
+    sampling["bins"] = {"min": 16, "max": 64, "width": 6, "per_bin": 60}
+    sampling["adaptive"] = {"target": 0.2, "first_wave": 10, "max_waves": 4, "max_calls": 1500}
+    data["evaluation"]["samples"] = 3
+    data["analysis"] = {"bootstrap": 100, "bin_width": 6}
+    path = folder / "adaptive-small.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory, prefect_server):
+    folder = tmp_path_factory.mktemp("adaptive")
+    out, config = folder / "run", small_config(folder)
+    argv = ["run", "--config", str(config), "--out", str(out), "--workers", "1", "--no-progress"]
+    assert _run(argv, prefect_server) == 0
+    first = {
+        rel: (out / rel).read_bytes() for rel in ("analysis/adaptive.parquet", "analysis/horizons.parquet")
+    }
+    manifest = json.loads((out / "manifest.json").read_text())
+    again = _run(argv, prefect_server)
+    return out, first, manifest, again
+
+
+def _tables(out: Path) -> tuple:
+    design = pq.read_table(out / "adaptive" / "design.parquet").to_pandas()
+    waves = pq.read_table(out / "analysis" / "adaptive.parquet").to_pandas()
+    attempts = pq.read_table(out / "attempts" / "attempts.parquet").to_pandas()
+    return design, waves, attempts
+
+
+def test_each_model_answers_only_the_instances_its_waves_chose(small_run):
+    out, _, _, _ = small_run
+    design, waves, attempts = _tables(out)
+    assert pq.read_schema(out / "adaptive" / "design.parquet").names == DESIGN_SCHEMA.names
+    assert pq.read_schema(out / "analysis" / "adaptive.parquet").names == WAVES_SCHEMA.names
+    assert design["wave"].max() >= 2, "only the first wave ran: no wave was chosen by the analysis"
+    per_model = {m: set(a["instance_id"]) for m, a in attempts.groupby("model")}
+    assert set(per_model) == {"noisy-5pct", "rising-1pct"}
+    # the two models were given different designs, and neither answered the other's extra instances
+    asked = design.groupby(["model", "bin"])["new"].sum().unstack(0).fillna(0)
+    assert (asked["noisy-5pct"] != asked["rising-1pct"]).any()
+    assert per_model["noisy-5pct"] != per_model["rising-1pct"]
+    instances = pq.read_table(out / "instances" / "maze").to_pandas()
+    assert len(instances) == len(set().union(*per_model.values()))
+    for model, ids in per_model.items():
+        last = waves[waves["model"] == model].sort_values("wave").iloc[-1]
+        assert len(ids) == last["instances"] and len(attempts[attempts["model"] == model]) == last["calls"]
+        assert last["stop"] in {"target", "budget", "max_waves", "exhausted"}
+        assert last["calls"] <= 1500 + 3 * 60  # the cap, give or take the wave in flight
+        # every wave's calls grow, and the last wave's interval is the card's
+        assert waves[waves["model"] == model].sort_values("wave")["calls"].is_monotonic_increasing
+
+
+def test_the_card_says_the_design_was_adaptive_and_matches_the_last_wave(small_run):
+    out, _, _, _ = small_run
+    card = pq.read_table(out / "analysis" / "horizons.parquet")
+    assert card.schema.names == HORIZONS_SCHEMA.names
+    card = card.to_pandas()
+    _, waves, _ = _tables(out)
+    assert set(card["design"]) == {"adaptive"} and set(card["metric"]) == {"L0"}
+    for r in card.itertuples():
+        last = waves[waves["model"] == r.model].sort_values("wave").iloc[-1]
+        assert (r.value, r.low, r.high, r.n_attempts) == (
+            last["value"],
+            last["low"],
+            last["high"],
+            last["calls"],
+        )
+
+
+def test_a_rerun_pays_for_nothing_and_writes_the_same_bytes(small_run):
+    out, first, manifest, again = small_run
+    assert again == 0
+    counts = json.loads((out / "manifest.json").read_text())["counts"]["attempts"]["models"]
+    for model, c in counts.items():
+        assert c["attempts"] == c["reused"] > 0, model
+    for rel, data in first.items():
+        assert (out / rel).read_bytes() == data, rel
+    assert manifest["counts"]["adaptive"]["waves"] >= 2
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory, prefect_server):
+    out = tmp_path_factory.mktemp("adaptive-demo") / "run"
+    code = _run(["run", "--config", str(DEMO), "--out", str(out), "--no-progress"], prefect_server)
+    return out, code
+
+
+def test_the_adaptive_demo_pins_the_noisy_models_l0_within_5_percent(demo_run):
+    """The README's promise for configs/adaptive-demo.yaml."""
+    out, code = demo_run
+    assert code == 0
+    card = pq.read_table(out / "analysis" / "horizons.parquet").to_pandas()
+    noisy = card[(card["model"] == "noisy-5pct") & (card["metric"] == "L0")].iloc[0]
+    assert (noisy["high"] - noisy["low"]) / 2 <= 0.05 * noisy["value"]
+    # the truth of a constant 5% per-step error: L0 = -1 / ln(0.95) = 19.5
+    assert noisy["low"] - 1.0 <= 19.5 <= noisy["high"] + 1.0
+    html = (out / "report" / "index.html").read_text(encoding="utf-8")
+    opening = html.index('id="horizons"')
+    assert opening < html.index('id="summary"')
+    assert html.index('id="card-noisy-5pct"') > opening and html.index('id="card-rising-1pct"') > opening
