@@ -762,6 +762,23 @@ class Config(_Strict):
     training: TrainingSpec | None = None
 
     @model_validator(mode="after")
+    def _adaptive_mazes(self) -> Config:
+        """Waves pin L0 over bins of logical depth: the maze's. A puzzle bins by its size
+        n, whose depth (the optimal plan's length) is known only once generated, and a
+        training study trains on every instance before any wave could choose."""
+        for label, spec in self.families.items():
+            if spec.sampling.adaptive is None:
+                continue
+            if label.partition("@")[0] != "maze":
+                raise ValueError(
+                    f"families.{label}.sampling.adaptive: only the maze samples in waves "
+                    "(a puzzle bins by its size n, not by depth)"
+                )
+            if self.training is not None:
+                raise ValueError(f"families.{label}.sampling.adaptive: a training study samples every bin")
+        return self
+
+    @model_validator(mode="after")
     def _trainable(self) -> Config:
         """Every puzzle a training section names is a puzzle family of this config that
         is evaluated by rollout (a sequence model writes next states, not plans)."""
