@@ -43,6 +43,7 @@ import yaml
 
 from conftest import CONFIGS
 from horizonbench.core.registry import get_family
+from horizonbench.schemas.horizons import DESIGN_SCHEMA, HORIZONS_SCHEMA, WAVES_SCHEMA
 from horizonbench.schemas.tables import (
     ANALYSIS_SCHEMAS,
     ATTEMPTS_SCHEMA,
@@ -175,6 +176,9 @@ def expected_schema(name: str) -> pa.Schema:
         "episodes": EPISODES_SCHEMA,
         "steps": STEPS_SCHEMA,
         "attempts/world_attempts": ATTEMPTS_SCHEMA,
+        "analysis/horizons": HORIZONS_SCHEMA,
+        "analysis/adaptive": WAVES_SCHEMA,
+        "adaptive/design": DESIGN_SCHEMA,
     }
     if name in fixed:
         return fixed[name]

@@ -46,7 +46,8 @@ STAGE_OUTPUTS: dict[str, tuple[str, ...]] = {
     "train": ("models",),
     "evaluate": ("attempts/attempts.parquet", "prompts"),
     "score": ("scores",),
-    "analyse": ("analysis",),
+    #: ``adaptive``: an adaptive study's design, chosen from the analysis wave by wave
+    "analyse": ("analysis", "adaptive"),
     "report": ("report",),
     "validate": ("validation",),
     "manifest": ("manifest.json",),
