@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -142,3 +143,53 @@ def test_the_adaptive_demo_pins_the_noisy_models_l0_within_5_percent(demo_run):
     opening = html.index('id="horizons"')
     assert opening < html.index('id="summary"')
     assert html.index('id="card-noisy-5pct"') > opening and html.index('id="card-rising-1pct"') > opening
+
+
+def test_only_the_maze_samples_in_waves():
+    """A puzzle bins by its size n, not by depth: one config error naming the family."""
+    from horizonbench.core.errors import ConfigError
+    from horizonbench.schemas.config import parse_config
+
+    data = yaml.safe_load(DEMO.read_text(encoding="utf-8"))
+    data["families"]["blocks_world"] = {
+        "params": {"ns": [2, 3], "num_stacks": 3, "per_n": 6, "alpha": 3},
+        "sampling": {"bins": {"min": 2, "max": 4, "width": 1, "per_bin": 6}, "adaptive": {}},
+    }
+    with pytest.raises((ConfigError, ValueError), match="blocks_world.sampling.adaptive: only the maze"):
+        parse_config(data)
+
+
+@pytest.fixture(scope="module")
+def scan_run(tmp_path_factory, prefect_server):
+    """configs/adaptive-worlds.yaml made small: one environment, dd 1, 4 worlds a cell."""
+    folder = tmp_path_factory.mktemp("sc-scan")
+    data = yaml.safe_load((ROOT / "configs" / "adaptive-worlds.yaml").read_text(encoding="utf-8"))
+    data["worlds"].update(environments=["graph_nav"], dd=[1], archetypes=2, variants=2)
+    config = folder / "scan.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    out = folder / "run"
+    code = _run(
+        ["run", "--config", str(config), "--out", str(out), "--workers", "1", "--no-progress"], prefect_server
+    )
+    return out, code
+
+
+def test_the_sc_scan_brackets_each_agents_crossing_with_adjacent_cells(scan_run):
+    out, code = scan_run
+    assert code == 0
+    grid = pq.read_table(out / "analysis" / "worlds_grid.parquet").to_pandas()
+    cells = sorted(set(grid["sc"]))
+    assert cells[0] == 4 and cells[-1] == 30 and len(cells) < 27 // 2, cells
+    card = pq.read_table(out / "analysis" / "horizons.parquet").to_pandas()
+    stars = card[card["metric"] == "sc_star"]
+    assert set(stars["design"]) == {"adaptive"}
+    for agent in ("bounded-12", "decaying-12"):
+        rows = grid[grid["model"] == agent].sort_values("sc")
+        p = dict(zip(rows["sc"], rows["p"], strict=True))
+        first = next(sc for sc in cells if p[sc] <= 0.5)
+        before = cells[cells.index(first) - 1]
+        assert first - before == 1 and p[before] > 0.5, (agent, p)
+        star = stars[stars["model"] == agent].iloc[0]
+        assert before <= star["value"] <= first
+    oracle = stars[stars["model"] == "oracle"].iloc[0]
+    assert pd.isna(oracle["value"]) and "never crosses" in oracle["note"]

@@ -71,6 +71,10 @@ def test_the_flow_run_is_named_tagged_and_has_its_artifacts(nightly):
         and "| instances/maze | passed |" in summary
         and "| scores | passed |" in summary
     )
+    # the summary opens with the horizon card: a table per model, its L0 with the interval
+    card = summary.index("## Horizon card")
+    assert card < summary.index("## Instances") and "**noisy**" in summary[card:]
+    assert re.search(r"\| maze \| L0 \| [0-9.]+ \| [0-9.]+ to [0-9.]+ \| \d+ \| fixed \|", summary)
     table = by_key["horizonbench-small-horizons"]
     assert table.type == "table"
     l0 = [r for r in json.loads(table.data) if r["quantity"] == "L0" and r["of"].startswith("maze / noisy")]

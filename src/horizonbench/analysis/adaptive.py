@@ -7,8 +7,10 @@ fails, says almost nothing about its decay length L0. Under ``p(L) = A exp(-k L)
 the (k, k) entry of the inverse of the summed information. A wave is chosen greedily,
 instance by instance, to shrink that variance the most under the current estimate
 (c-optimality for k, which is also the relative variance of L0 = 1/k), within the
-bins' capacities; a share of every wave (``explore``) is spread evenly over the whole
-range so a wrong first estimate, or a curve that is not exponential, is still seen.
+bins' capacities; a share of every wave (``explore``) is spread evenly over the depths
+where success is neither near-certain nor near-impossible for any L0 of the current
+interval, so a wrong estimate, or a curve that is not exponential, is still seen
+without spending calls where p is 0 whatever the model.
 
 The waves stop when the interval's relative half-width ``(high - low) / (2 value)`` is
 within the target, or the call budget is spent, or no bin has instances left. The
@@ -234,10 +236,12 @@ def next_wave(
     explore = int(round(settings.explore * instances))
     notes: list[str] = []
     cap = np.asarray(capacity, dtype=int)
+    band = np.ones_like(cap)
     if math.isfinite(k) and k > 0:
         A = estimate.A if free and math.isfinite(estimate.A) and estimate.A > 0 else 1.0
         attempts = np.asarray(held, dtype=float) * samples
         chosen = allocate(lengths, attempts, cap, A, k, instances - explore, samples, free)
+        band = informative(lengths, estimate, A)
     else:
         # nothing to steer by (no decay seen, or nothing fitted): look where the
         # curve must be, the short end when almost everything failed, else the long end
@@ -250,10 +254,36 @@ def next_wave(
             mask[-half:] = 1
         chosen = spread(cap * mask, instances - explore, held)
     rest = cap - chosen
-    new = chosen + spread(rest, instances - int(chosen.sum()), np.asarray(held) + chosen)
+    left = instances - int(chosen.sum())
+    # explore where an attempt can still say something: where success is neither all
+    # but certain nor all but impossible for any L0 the interval allows
+    explored = spread(rest * band, left, np.asarray(held) + chosen)
+    new = chosen + explored + spread(rest - explored, left - int(explored.sum()), np.asarray(held) + chosen)
     if not new.sum():
         return Wave(new, "exhausted")
     return Wave(new, None, int(new.sum()) * samples, tuple(notes))
+
+
+#: success probabilities outside this band carry almost no information about L0
+INFORMATIVE = (0.01, 0.99)
+
+
+def informative(lengths: np.ndarray, estimate: Estimate, A: float) -> np.ndarray:
+    """1 for the depths where success lies inside :data:`INFORMATIVE` for some L0 of the
+    estimate's interval (or of a factor of 3 either side without one), else 0; all 1
+    when no depth qualifies (exploring somewhere beats exploring nowhere)."""
+    L = np.asarray(lengths, dtype=float)
+    low, high = estimate.low, estimate.high
+    if estimate.metric == "L0":
+        slow = high if high is not None and math.isfinite(high) and high > 0 else 3 * estimate.value
+        fast = low if low is not None and math.isfinite(low) and low > 0 else estimate.value / 3
+        k_slow, k_fast = 1.0 / slow, 1.0 / fast
+    else:
+        k = decay_rate(estimate.metric, estimate.value)
+        k_slow, k_fast = k / 3, 3 * k
+    p_slow, p_fast = A * np.exp(-k_slow * L), A * np.exp(-k_fast * L)
+    keep = (p_slow >= INFORMATIVE[0]) & (p_fast <= INFORMATIVE[1])
+    return keep.astype(int) if keep.any() else np.ones(L.size, dtype=int)
 
 
 @dataclass

@@ -262,7 +262,9 @@ def pipeline(config: dict[str, Any] | Config | str, out: str, series: str | None
 def _pipeline(cfg: Config, run: Path, out_template: str, started: float) -> Any:
     logger = get_run_logger()
     _tag_flow_run(cfg)
-    repaired = repair(cfg, run, "run")
+    # an adaptive study's instances are what its waves chose: a damaged one is rebuilt by
+    # rerunning the waves (every answer comes from the attempt store), not by the repair
+    repaired = None if adaptive_labels(cfg) else repair(cfg, run, "run")
     if repaired is not None:  # only the damaged files were rewritten (flows/repair.py)
         page = run / REPORT_REL
         report_page = page if page.exists() else None
@@ -371,8 +373,9 @@ def _adaptive_study(
         stats = _generate_and_validate(wave_cfg, run)
         evaluation, analysed = _evaluate(wave_cfg, run)
         waves = wave
-        if evaluation["total"]["failed"] and not evaluation["total"]["answered"]:
-            break
+        total = evaluation["total"]
+        if (total["failed"] and not total["answered"]) or total["budget_reached"]:
+            break  # no answer at all, or a budget cap refuses calls: another wave buys nothing
     return stats, evaluation, analysed, {"waves": waves, "stopped": plan.get("stopped", {})}
 
 
