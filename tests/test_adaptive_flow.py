@@ -175,21 +175,25 @@ def scan_run(tmp_path_factory, prefect_server):
 
 
 def test_the_sc_scan_brackets_each_agents_crossing_with_adjacent_cells(scan_run):
+    """Each agent plays only the cells its own brackets asked for: the oracle (no crossing
+    in the range) the two ends, the bounded agents a bracket of adjacent cells."""
     out, code = scan_run
     assert code == 0
     grid = pq.read_table(out / "analysis" / "worlds_grid.parquet").to_pandas()
-    cells = sorted(set(grid["sc"]))
-    assert cells[0] == 4 and cells[-1] == 30 and len(cells) < 27 // 2, cells
     card = pq.read_table(out / "analysis" / "horizons.parquet").to_pandas()
     stars = card[card["metric"] == "sc_star"]
     assert set(stars["design"]) == {"adaptive"}
+    assert sorted(set(grid[grid["model"] == "oracle"]["sc"])) == [4, 30]
     for agent in ("bounded-12", "decaying-12"):
         rows = grid[grid["model"] == agent].sort_values("sc")
+        cells = list(rows["sc"])
+        assert cells[0] == 4 and cells[-1] == 30 and len(cells) < 27 // 2, (agent, cells)
         p = dict(zip(rows["sc"], rows["p"], strict=True))
         first = next(sc for sc in cells if p[sc] <= 0.5)
         before = cells[cells.index(first) - 1]
         assert first - before == 1 and p[before] > 0.5, (agent, p)
         star = stars[stars["model"] == agent].iloc[0]
         assert before <= star["value"] <= first
+        assert star["n_attempts"] == rows["n"].sum()
     oracle = stars[stars["model"] == "oracle"].iloc[0]
     assert pd.isna(oracle["value"]) and "never crosses" in oracle["note"]

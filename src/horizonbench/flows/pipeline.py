@@ -28,6 +28,7 @@ from horizonbench.tasks.evaluate.attempts import evaluate_models
 from horizonbench.tasks.evaluate.world_episodes import run_world_episodes, write_world_tables
 from horizonbench.tasks.evaluate.world_models import (
     WORLD_ATTEMPTS_REL,
+    model_agents,
     rerun_hint,
     run_world_models,
     unfinished_summary,
@@ -410,27 +411,29 @@ def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
     assert cfg.worlds is not None
     if cfg.worlds.sc_scan is None:
         return _world_wave(cfg, run)
-    cells: list[int] = []
+    cells: dict[str, list[int]] = {a.name: [] for a in cfg.worlds.agents}
     stats: dict[str, Any] = {}
     plan: dict[str, Any] = {}
-    offline: dict[str, Any] = {"episodes": [], "steps": [], "worlds": 0}
+    offline: dict[str, Any] = {"episodes": [], "steps": []}
+    models = {a.name for a in model_agents(cfg)}
     waves = 0
     while True:
         plan = plan_sc_cells.with_options(task_run_name=f"plan-sc-scan-{waves + 1}")(cfg, str(run), cells)
-        if not plan["cells"]:
+        new = {name: c for name, c in plan["cells"].items() if c}
+        if not new:
             break
-        cells = sorted({*cells, *plan["cells"]})
-        wave = cfg.model_copy(update={"worlds": cfg.worlds.model_copy(update={"sc": cells})})
-        # offline agents play only the new cells (the earlier ones' episodes are carried);
-        # model agents replay every cell through the attempt store, paying only for new calls
-        new = cfg.model_copy(update={"worlds": cfg.worlds.model_copy(update={"sc": plan["cells"]})})
-        fresh = run_world_episodes(new, str(run))
-        offline = {
-            "episodes": offline["episodes"] + fresh["episodes"],
-            "steps": offline["steps"] + fresh["steps"],
-            "worlds": offline["worlds"] + fresh["stats"]["worlds"],
-        }
-        stats = _world_wave(wave, run, offline)
+        # each agent plays only the cells its own brackets asked for; an offline agent
+        # only the new ones (its earlier episodes are carried), a model agent all of its
+        # cells through the attempt store (it pays only for the new calls)
+        for agent in cfg.worlds.agents:
+            if agent.name in new and agent.name not in models:
+                fresh = run_world_episodes(_agent_cells(cfg, agent, new[agent.name]), str(run))
+                offline = {
+                    "episodes": offline["episodes"] + fresh["episodes"],
+                    "steps": offline["steps"] + fresh["steps"],
+                }
+            cells[agent.name] = sorted({*cells[agent.name], *new.get(agent.name, [])})
+        stats = _world_wave(cfg, run, offline, cells)
         waves += 1
         if not stats["episodes"]:
             break
@@ -438,7 +441,31 @@ def _world_study(cfg: Config, run: Path) -> dict[str, Any]:
     return stats
 
 
-def _world_wave(cfg: Config, run: Path, played: dict[str, Any] | None = None) -> dict[str, Any]:
+def _agent_cells(cfg: Config, agent: Any, sc: list[int]) -> Config:
+    """The study with one agent, on the sc cells given."""
+    assert cfg.worlds is not None
+    worlds = cfg.worlds.model_copy(update={"sc": sorted(sc), "agents": [agent]})
+    return cfg.model_copy(update={"worlds": worlds})
+
+
+def _models_on_cells(cfg: Config, run: Path, cells: dict[str, list[int]]) -> dict[str, Any]:
+    """``run_world_models`` agent by agent, each on its own cells (an sc scan), merged."""
+    assert cfg.worlds is not None
+    out: dict[str, Any] = {"episodes": [], "steps": [], "attempts": [], "agents": {}, "budget_refused": []}
+    for agent in model_agents(cfg):
+        if not cells.get(agent.name):
+            continue
+        part = run_world_models(_agent_cells(cfg, agent, cells[agent.name]), str(run))
+        for key in ("episodes", "steps", "attempts"):
+            out[key] += part[key]
+        out["agents"].update(part["agents"])
+        out["budget_refused"] = sorted({*out["budget_refused"], *part.get("budget_refused", [])})
+    return out
+
+
+def _world_wave(
+    cfg: Config, run: Path, played: dict[str, Any] | None = None, cells: dict[str, list[int]] | None = None
+) -> dict[str, Any]:
     """Offline agents on Dask, model agents through the harness; both tables
     validated and promoted, then the analysis. Model episodes whose calls failed for
     good are left out (and counted): the next run resumes them. When no episode at all
@@ -486,7 +513,13 @@ def _offline_stats(played: dict[str, Any]) -> dict[str, Any]:
     eps = played["episodes"]
     return {
         "episodes": len(eps),
-        "worlds": played["worlds"],
+        # distinct worlds: an environment's world is its seed under the axes it was played at
+        "worlds": len(
+            {
+                (r["env"], r["seed"], r["horizon"], r["branching"], r["observation"], r["mutation"])
+                for r in eps
+            }
+        ),
         "steps": len(played["steps"]),
         "successes": sum(r["success"] for r in eps),
         "horizon_short": sum(r["horizon_short"] for r in eps),

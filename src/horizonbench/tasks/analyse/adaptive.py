@@ -185,12 +185,13 @@ def plan_wave(cfg: Config, run: Path, wave: int) -> dict[str, Any]:
     return {"going": going, "stopped": stopped}
 
 
-def plan_sc_scan(cfg: Config, run: Path, cells: list[int]) -> dict[str, Any]:
-    """The sc cells the next wave of a world study's scan (``worlds.sc_scan``) adds, read
-    from the world grid the analysis wrote for the cells run so far: for every
-    (environment, dd, agent), the ends of the range first, then the midpoint of its
-    bracket (``analysis/sc_scan.next_cells``). Returns the new cells and, per
-    (environment, dd, agent) that needs none, why (bracketed, starts below, never crosses)."""
+def plan_sc_scan(cfg: Config, run: Path, cells: dict[str, list[int]]) -> dict[str, Any]:
+    """The sc cells each agent adds in the next wave of a world study's scan
+    (``worlds.sc_scan``), read from the world grid the analysis wrote for the cells run so
+    far: for every environment and dd, the ends of the range first, then the midpoint of
+    the agent's bracket (``analysis/sc_scan.next_cells``); an agent's new cells are the
+    union over its environments and dd. Returns them per agent and, per (environment, dd,
+    agent) that needs none, why (bracketed, starts below, never crosses)."""
     from horizonbench.analysis.sc_scan import Stop, next_cells
     from horizonbench.schemas.worlds import REGIMES
 
@@ -198,12 +199,14 @@ def plan_sc_scan(cfg: Config, run: Path, cells: list[int]) -> dict[str, Any]:
     assert worlds is not None and worlds.sc_scan is not None
     scan = worlds.sc_scan
     path = run / f"{WORLD_ANALYSIS_PREFIX}grid.parquet"
-    grid = pq.read_table(path).to_pandas() if cells and path.exists() else pd.DataFrame()
-    need: set[int] = set()
+    played = any(cells.values())
+    grid = pq.read_table(path).to_pandas() if played and path.exists() else pd.DataFrame()
+    need: dict[str, list[int]] = {}
     stopped: dict[str, str] = {}
-    for env in worlds.environments:
-        for dd in worlds.dd or [REGIMES[worlds.regime].dd]:
-            for agent in (a.name for a in worlds.agents):
+    for agent in (a.name for a in worlds.agents):
+        wanted: set[int] = set()
+        for env in worlds.environments:
+            for dd in worlds.dd or [REGIMES[worlds.regime].dd]:
                 tested: dict[int, tuple[int, int]] = {}
                 if len(grid):
                     mine = grid[(grid["env"] == env) & (grid["dd"] == dd) & (grid["model"] == agent)]
@@ -213,5 +216,6 @@ def plan_sc_scan(cfg: Config, run: Path, cells: list[int]) -> dict[str, Any]:
                     bracket = f" {step.bracket[0]}-{step.bracket[1]}" if step.bracket else ""
                     stopped[f"{env} dd={dd}/{agent}"] = f"{step.reason}{bracket}"
                 else:
-                    need.update(step)
-    return {"cells": sorted(need - set(cells)), "stopped": stopped}
+                    wanted.update(step)
+        need[agent] = sorted(wanted - set(cells.get(agent, [])))
+    return {"cells": need, "stopped": stopped}

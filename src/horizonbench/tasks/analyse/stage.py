@@ -82,10 +82,11 @@ def horizon_card(cfg: Config, run: str) -> str:
 
 
 @task(name="plan-sc-scan", cache_policy=NONE)
-def plan_sc_cells(cfg: Config, run: str, cells: list[int]) -> dict[str, object]:
-    """The sc cells a world study's next wave adds (``analyse/adaptive.plan_sc_scan``)."""
+def plan_sc_cells(cfg: Config, run: str, cells: dict[str, list[int]]) -> dict[str, object]:
+    """The sc cells each agent of a world study adds next (``analyse/adaptive.plan_sc_scan``)."""
     out = plan_sc_scan(cfg, Path(run), cells)
+    played = {agent: len(c) for agent, c in cells.items()}
     get_run_logger().info(
-        "sc scan: %d cells run, next %s; done: %s", len(cells), out["cells"], out["stopped"] or "none"
+        "sc scan: cells played %s, next %s; done: %s", played, out["cells"], out["stopped"] or "none"
     )
     return out
