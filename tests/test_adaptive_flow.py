@@ -197,3 +197,45 @@ def test_the_sc_scan_brackets_each_agents_crossing_with_adjacent_cells(scan_run)
         assert star["n_attempts"] == rows["n"].sum()
     oracle = stars[stars["model"] == "oracle"].iloc[0]
     assert pd.isna(oracle["value"]) and "never crosses" in oracle["note"]
+
+
+def test_a_model_agent_in_an_sc_scan_pays_only_for_its_own_cells(tmp_path, prefect_server):
+    """A model agent (the harness over a fake server that answers as the oracle would)
+    beside a bounded offline agent: the model never crosses 1/2 in the range, so it plays
+    the two ends only, whatever cells the bounded agent's brackets need; its episodes are
+    the oracle's; a rerun sends nothing."""
+    import copy
+
+    import world_models_helpers as H
+    from fake_model_server import running_fake_server
+    from horizonbench.datasets.worlds.agents import OracleAgent
+    from horizonbench.schemas.config import parse_config
+    from horizonbench.tasks.evaluate.world_models import study_episodes
+    from world_agent_server import WorldAgentPlayer
+
+    def study(base_url: str, **worlds: object) -> dict:
+        data = H.config_data(base_url, oracle=False, **worlds)
+        data["worlds"]["environments"] = ["graph_nav"]
+        data["worlds"]["agents"].insert(0, {"name": "bounded-8", "kind": "bounded", "capacity": 8})
+        return data
+
+    # the responder knows the worlds of the two ends, the only cells the model should play
+    ends = study("http://127.0.0.1:9/v1", sc=[4, 20])
+    player = WorldAgentPlayer(study_episodes(parse_config(copy.deepcopy(ends))), make_agent=OracleAgent)
+    with running_fake_server(player, latency_s=0.01) as server:
+        data = study(server.base_url, sc=None, sc_scan={"min": 4, "max": 20})
+        cfg = H.write_config(tmp_path / "scan.yaml", data)
+        out = tmp_path / "run"
+        env = H.command_env(prefect_server)
+        first = H.run_cmd(cfg, out, env)
+        assert first.returncode == 0, first.stderr[-3000:]
+        calls = server.answered
+        again = H.run_cmd(cfg, out, env)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert server.answered == calls  # the rerun's calls all came from the attempt store
+    episodes = H.episodes(out)
+    model = episodes[episodes["model"] == H.AGENT]
+    assert sorted(set(model["sc"])) == [4, 20] and model["success"].all()
+    bounded = sorted(set(episodes[episodes["model"] == "bounded-8"]["sc"]))
+    assert len(bounded) > 2 and bounded[0] == 4 and bounded[-1] == 20
+    assert calls == len(pq.read_table(out / "attempts" / "world_attempts.parquet"))

@@ -471,13 +471,13 @@ def _world_wave(
     good are left out (and counted): the next run resumes them. When no episode at all
     finished (a study of model agents only, whose calls all failed), there is nothing to
     validate or analyse: no tables, no analysis, and the flow ends Failed with the count.
-    ``played``: the offline agents' episode and step rows when the caller ran them (an sc
-    scan's waves add cells to them)."""
+    ``played``: the offline agents' episode and step rows when the caller ran them, and
+    ``cells`` each agent's sc cells (an sc scan's waves add cells to them)."""
     assert cfg.worlds is not None
     offline = (
         run_world_episodes(cfg, str(run)) if played is None else played | {"stats": _offline_stats(played)}
     )
-    models = run_world_models(cfg, str(run))
+    models = run_world_models(cfg, str(run)) if cells is None else _models_on_cells(cfg, run, cells)
     if models["attempts"]:
         write_table(
             rows_to_table(models["attempts"], ATTEMPTS_SCHEMA),
