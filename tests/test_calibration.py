@@ -288,8 +288,8 @@ def test_the_moved_rule_is_symmetric_in_the_two_nights(a, a_lo, a_hi, b, b_lo, b
     disjointness)."""
     a_lo, a_hi = min(a, a_lo), max(a, a_hi)
     b_lo, b_hi = min(b, b_lo), max(b, b_hi)
-    forward = cmp._moved(b, b_lo, b_hi, a, a_lo, a_hi)
-    backward = cmp._moved(a, a_lo, a_hi, b, b_lo, b_hi)
+    forward = cmp.judge_move(b, b_lo, b_hi, a, a_lo, a_hi)
+    backward = cmp.judge_move(a, a_lo, a_hi, b, b_lo, b_hi)
     assert {forward, backward} in ({"within"}, {"up", "down"})
     if forward == "up":
         assert b > a and backward == "down"

@@ -167,7 +167,7 @@ def _finite_or_inf(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
-def _moved(
+def judge_move(
     l0: float, low: float, high: float, prev_l0: float, prev_low: float, prev_high: float
 ) -> str | None:
     """The module's **Moved** rule: a z test of the difference of log L0 at 5%, each run's
@@ -228,7 +228,7 @@ def compare_fits(runs: pd.DataFrame, fits: pd.DataFrame) -> pd.DataFrame:
         df[f"previous_{col}"] = prev[col].astype("float64")
     judged = [
         (
-            _moved(r.L0, r.L0_low, r.L0_high, r.previous_L0, r.previous_L0_low, r.previous_L0_high),
+            judge_move(r.L0, r.L0_low, r.L0_high, r.previous_L0, r.previous_L0_low, r.previous_L0_high),
             _disjoint(r.L0_low, r.L0_high, r.previous_L0_low, r.previous_L0_high),
         )
         if r.previous_run is not None

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from horizonbench.analysis.compare import _moved
+from horizonbench.analysis.compare import judge_move
 
 #: the card's columns (``schemas/horizons.py`` HORIZONS_SCHEMA)
 CARD_COLUMNS = ["model", "family", "metric", "value", "low", "high", "n_attempts", "design", "note"]
@@ -197,7 +197,7 @@ def leaderboard(cards: pd.DataFrame, order: list[str]) -> pd.DataFrame:
                 _num(prev[k]) for k in ("value", "low", "high")
             ]
             if all(v is not None for v in vals):
-                moved = _moved(*vals)  # type: ignore[arg-type]
+                moved = judge_move(*vals)  # type: ignore[arg-type]
         values = [_num(r["value"]) for r in recs]
         rows.append(
             {

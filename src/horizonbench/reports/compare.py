@@ -15,6 +15,7 @@ from markupsafe import Markup
 
 from horizonbench.analysis.compare import FLAG_METHOD, latest_moves, settings
 from horizonbench.reports.compare_plots import l0_trend_svg
+from horizonbench.reports.horizon_parts import METRIC_LABEL, interval_text, value_text
 from horizonbench.reports.html import _ENV as REPORT_ENV
 
 # the report's own environment: the same loader, autoescaping and strictness
@@ -148,8 +149,6 @@ def _sections(runs: pd.DataFrame, table: pd.DataFrame) -> list[dict[str, Any]]:
 def _board_rows(board: pd.DataFrame | None) -> list[dict[str, Any]]:
     """The leaderboard's rows as the page shows them: metric, family, model, latest
     value with its interval, the previous run's, moved, trend and history."""
-    from horizonbench.reports.horizon_parts import METRIC_LABEL, _interval, _num
-
     if board is None or board.empty:
         return []
     rows = []
@@ -160,15 +159,15 @@ def _board_rows(board: pd.DataFrame | None) -> list[dict[str, Any]]:
                 "metric": METRIC_LABEL.get(r["metric"], r["metric"]),
                 "family": r["family"],
                 "model": r["model"],
-                "value": _num(r["value"]),
-                "interval": _interval(r["low"], r["high"]),
+                "value": value_text(r["value"]),
+                "interval": interval_text(r["low"], r["high"]),
                 "n": int(r["n_attempts"]),
                 "design": r["design"],
                 "runs": int(r["runs"]),
                 "latest_run": r["latest_run"],
                 "previous": "—"
                 if r["previous_run"] is None
-                else f"{_num(r['previous_value'])} ({r['previous_run']})",
+                else f"{value_text(r['previous_value'])} ({r['previous_run']})",
                 "moved": r["moved"] or "",
                 "trend": "—" if trend is None or pd.isna(trend) else f"{trend:+.1%} per run",
                 "history": r["history"],

@@ -14,7 +14,8 @@ from horizonbench.analysis.horizons import METRIC_MEANING
 METRIC_LABEL = {"L0": "L0", "eps": "ε", "sc_star": "sc*"}
 
 
-def _num(v: Any) -> str:
+def value_text(v: Any) -> str:
+    """A card's number: 3 significant digits, an em dash when missing, ∞ for no decay."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     x = float(v)
@@ -23,10 +24,10 @@ def _num(v: Any) -> str:
     return f"{x:.3g}"
 
 
-def _interval(low: Any, high: Any) -> str:
+def interval_text(low: Any, high: Any) -> str:
     if low is None or high is None or pd.isna(low) or pd.isna(high):
         return "no interval"
-    return f"{_num(low)} to {_num(high)}"
+    return f"{value_text(low)} to {value_text(high)}"
 
 
 def _waves_line(waves: pd.DataFrame, model: str, family: str) -> str | None:
@@ -55,8 +56,8 @@ def horizon_cards(card: pd.DataFrame, waves: pd.DataFrame | None = None) -> list
                     "family": r["family"],
                     "metric": METRIC_LABEL.get(r["metric"], r["metric"]),
                     "meaning": METRIC_MEANING.get(r["metric"], ""),
-                    "value": _num(r["value"]),
-                    "interval": _interval(r["low"], r["high"]),
+                    "value": value_text(r["value"]),
+                    "interval": interval_text(r["low"], r["high"]),
                     "n": int(r["n_attempts"]),
                     "design": r["design"],
                     "waves": _waves_line(waves, str(model), str(r["family"]))
