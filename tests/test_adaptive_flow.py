@@ -239,3 +239,26 @@ def test_a_model_agent_in_an_sc_scan_pays_only_for_its_own_cells(tmp_path, prefe
     bounded = sorted(set(episodes[episodes["model"] == "bounded-8"]["sc"]))
     assert len(bounded) > 2 and bounded[0] == 4 and bounded[-1] == 20
     assert calls == len(pq.read_table(out / "attempts" / "world_attempts.parquet"))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda w: w.update(sc=[2, 40]), "sc_scan: sc lies outside"),
+        (lambda w: w.update(regime="I"), "fixes sc="),
+        (lambda w: w.update(g1b_pair={"sc_from": 10, "sc_to": 12, "dd": 1}), "g1b_pair names cells"),
+        (lambda w: w.update(sc_scan={"min": 20, "max": 10}), "max (10) must be greater than min (20)"),
+    ],
+    ids=["sc-outside", "regime-fixes-sc", "g1b-pair", "min-above-max"],
+)
+def test_a_bad_sc_scan_is_one_config_error(change, message, tmp_path, capsys):
+    """A scan the study cannot run: one line naming it, exit 2, no run folder written."""
+    data = yaml.safe_load((ROOT / "configs" / "adaptive-worlds.yaml").read_text(encoding="utf-8"))
+    change(data["worlds"])
+    config = tmp_path / "bad.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", "--config", str(config), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not out.exists()
